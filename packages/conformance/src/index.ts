@@ -1,0 +1,48 @@
+import { describe, expect, it } from "vitest";
+import { type ConformanceOptions, titled } from "./context.js";
+import { completeFailSuite } from "./suites/complete-fail.js";
+import { concurrencySuite } from "./suites/concurrency.js";
+import { enqueueSuite } from "./suites/enqueue.js";
+import { exportImportSuite } from "./suites/export-import.js";
+import { leaseSuite } from "./suites/leases.js";
+import { listingSuite } from "./suites/listing.js";
+import { pauseSuite } from "./suites/pause.js";
+import { progressSuite } from "./suites/progress.js";
+import { reserveSuite } from "./suites/reserve.js";
+import { delaySuite, dependencySuite, prioritySuite } from "./suites/scheduling.js";
+import { cancelSuite, uniquenessSuite } from "./suites/uniqueness-cancel.js";
+
+export type { ConformanceOptions, Probe, SuiteContext } from "./context.js";
+export { eventually } from "./context.js";
+export { serviceUrl, type ServiceName } from "./services.js";
+
+/**
+ * Runs the whole contract against one backend. Call it at the top level of an adapter's test file:
+ * `runConformance({ name, createBackend, probe, capabilities })`.
+ */
+export function runConformance(options: ConformanceOptions): void {
+  describe(titled(options, "declared capabilities").title, () => {
+    it("the adapter's capabilities are the ones the suite was given", async () => {
+      const backend = await options.createBackend();
+      try {
+        expect(backend.capabilities).toEqual(options.capabilities);
+      } finally {
+        await backend.close();
+      }
+    });
+  });
+  enqueueSuite(options);
+  reserveSuite(options);
+  leaseSuite(options);
+  completeFailSuite(options);
+  delaySuite(options);
+  prioritySuite(options);
+  dependencySuite(options);
+  uniquenessSuite(options);
+  cancelSuite(options);
+  listingSuite(options);
+  pauseSuite(options);
+  progressSuite(options);
+  exportImportSuite(options);
+  concurrencySuite(options);
+}

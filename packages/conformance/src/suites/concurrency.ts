@@ -1,0 +1,45 @@
+import type { Backend, Job } from "@switchyard/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ConformanceOptions, titled } from "../context.js";
+
+const RESERVERS = 8;
+const JOBS = 500;
+
+export function concurrencySuite(options: ConformanceOptions): void {
+  const { title } = titled(options, "concurrent reserve");
+  describe(title, () => {
+    let backends: Backend[] = [];
+    beforeAll(async () => {
+      backends = await Promise.all(Array.from({ length: RESERVERS }, () => options.createBackend()));
+    });
+    afterAll(async () => {
+      await Promise.all(backends.map((b) => b.close()));
+    });
+
+    it(`${RESERVERS} concurrent reservers on ${JOBS} jobs: every job is handed out exactly once`, async () => {
+      const queue = `cf-race-${Math.random().toString(36).slice(2, 10)}`;
+      const [producer] = backends;
+      if (!producer) throw new Error("no backend");
+      const ids = new Set<string>();
+      for (let start = 0; start < JOBS; start += 100) {
+        const batch = Array.from({ length: Math.min(100, JOBS - start) }, (_, i) => ({ name: "race", data: { n: start + i } }));
+        for (const r of await producer.enqueueBulk(queue, batch)) ids.add(r.job.id);
+      }
+      const handedOut: Job[] = [];
+      await Promise.all(
+        backends.map(async (backend, index) => {
+          for (;;) {
+            const jobs = await backend.reserve(queue, { worker: `reserver-${index}`, count: 3, leaseMs: 120_000 });
+            if (jobs.length === 0) return;
+            handedOut.push(...jobs);
+          }
+        }),
+      );
+      const counts = new Map<string, number>();
+      for (const job of handedOut) counts.set(job.id, (counts.get(job.id) ?? 0) + 1);
+      expect([...counts.values()].filter((n) => n > 1)).toEqual([]);
+      expect(new Set(counts.keys())).toEqual(ids);
+      expect(handedOut).toHaveLength(JOBS);
+    });
+  });
+}

@@ -1,0 +1,70 @@
+import type { Job } from "@switchyard/core";
+import { describe, expect, it } from "vitest";
+import { type ConformanceOptions, reserveOne, titled, useBackend } from "../context.js";
+
+async function exportAll(ctx: ReturnType<typeof useBackend>, queue: string): Promise<Job[]> {
+  const jobs: Job[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 100; page++) {
+    const result = await ctx.backend.export(queue, cursor === undefined ? { limit: 2 } : { limit: 2, cursor });
+    jobs.push(...result.items);
+    if (result.cursor === null) return jobs;
+    cursor = result.cursor;
+  }
+  throw new Error("export() never returned a null cursor");
+}
+
+const comparable = (job: Job) => ({
+  id: job.id,
+  name: job.name,
+  data: job.data,
+  attempts: job.attempts,
+  createdAt: job.createdAt,
+  priority: job.priority,
+  maxAttempts: job.maxAttempts,
+});
+
+export function exportImportSuite(options: ConformanceOptions): void {
+  const { title } = titled(options, "export and import");
+  describe(title, () => {
+    const ctx = useBackend(options);
+
+    it("export() then import() into a fresh queue keeps ids, names, data, attempts and timestamps", async () => {
+      const source = ctx.queue();
+      const target = ctx.queue();
+      await ctx.backend.enqueueBulk(source, [
+        { name: "waiting-1", data: { n: 1 } },
+        { name: "waiting-2", data: [1, 2] },
+        { name: "to-fail", data: "text", maxAttempts: 1 },
+        { name: "to-run", data: null },
+      ]);
+      const running = await reserveOne(ctx, source, "w");
+      const failing = await reserveOne(ctx, source, "w");
+      await ctx.backend.fail(source, failing.id, { worker: "w", error: { message: "bad" }, retry: false });
+      const exported = await exportAll(ctx, source);
+      expect(exported).toHaveLength(4);
+      const result = await ctx.backend.import(target, exported);
+      expect(result).toEqual({ imported: 4, skipped: [] });
+      const imported = await exportAll(ctx, target);
+      const byId = (jobs: Job[]) => [...jobs].sort((a, b) => a.id.localeCompare(b.id));
+      expect(byId(imported).map(comparable)).toEqual(byId(exported).map(comparable));
+      expect(imported.every((j) => j.queue === target)).toBe(true);
+      const states = Object.fromEntries(imported.map((j) => [j.id, j.state]));
+      expect(states[failing.id]).toBe("failed");
+      expect(states[running.id]).toBe("waiting");
+      expect((await ctx.backend.get(target, failing.id))?.error?.message).toBe("bad");
+    });
+
+    it("import() of jobs whose ids already exist skips them, so an interrupted migration can resume", async () => {
+      const source = ctx.queue();
+      const target = ctx.queue();
+      await ctx.backend.enqueueBulk(source, [{ name: "a" }, { name: "b" }]);
+      const exported = await exportAll(ctx, source);
+      await ctx.backend.import(target, exported.slice(0, 1));
+      const result = await ctx.backend.import(target, exported);
+      expect(result.imported).toBe(1);
+      expect(result.skipped).toEqual([exported[0]?.id]);
+      expect(await ctx.probe.countJobs(target)).toBe(2);
+    });
+  });
+}

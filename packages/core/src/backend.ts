@@ -1,0 +1,145 @@
+import type { EnqueueInput, Job, JobError, JobState, Json } from "./job.js";
+
+/**
+ * What a backend can honour. A door or the migration engine checks these before asking; a backend
+ * that is asked anyway throws UnsupportedError. The conformance suite skips, with the reason
+ * printed, the rules a backend declares it cannot keep.
+ */
+export interface Capabilities {
+  /** Jobs may be enqueued with a delay or run-at time, and retries wait out a backoff. */
+  delays: boolean;
+  /** Priority changes the reserve order. */
+  priorities: boolean;
+  /** Jobs may depend on other jobs (state `blocked` until they complete). */
+  dependencies: boolean;
+  tags: boolean;
+  /** Workers may report progress on an active job. */
+  progress: boolean;
+  /** A unique key makes a second enqueue return the first job. */
+  uniqueKeys: boolean;
+  /** Reserved jobs carry a lease that expires and gives the job back. */
+  leases: boolean;
+  pause: boolean;
+  /** complete() stores a result on the job. */
+  results: boolean;
+  /** Completed jobs stay readable (get/list) rather than being removed at once. */
+  keepsCompleted: boolean;
+  /** Callers may choose job ids at enqueue. */
+  customIds: boolean;
+}
+
+export interface EnqueueResult {
+  job: Job;
+  /** False when a job with the same unique key (or id) already existed and was returned instead. */
+  created: boolean;
+}
+
+export interface ReserveOptions {
+  /** Who holds the lease; heartbeat, complete and fail from anyone else are refused. */
+  worker: string;
+  /** How many jobs to claim at most; default 1. */
+  count?: number;
+  /** Lease length in milliseconds; default DEFAULT_LEASE_MS. */
+  leaseMs?: number;
+}
+
+export interface HeartbeatOptions {
+  worker: string;
+  leaseMs?: number;
+  progress?: Json;
+}
+
+export interface CompleteOptions {
+  /** When given, the call is refused unless this worker holds the lease; when omitted, anyone may complete (Cloudq's DELETE). */
+  worker?: string;
+  result?: Json;
+}
+
+export interface FailOptions {
+  worker?: string;
+  error: JobError;
+  /** false fails for good at once; otherwise the job retries while attempts < maxAttempts. */
+  retry?: boolean;
+  /** Overrides the job's backoff for this retry, in milliseconds. */
+  retryDelay?: number;
+}
+
+export interface ListOptions {
+  state: JobState;
+  /** Page size; default 100. */
+  limit?: number;
+  /** Opaque cursor from a previous page; omitted for the first page. */
+  cursor?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** Pass back to get the next page; null on the last page. */
+  cursor: string | null;
+}
+
+export interface ExportOptions {
+  limit?: number;
+  cursor?: string;
+}
+
+export interface ImportResult {
+  imported: number;
+  /** Ids that already existed in the target queue and were left alone (so a migration can resume). */
+  skipped: string[];
+}
+
+export type JobCounts = Record<JobState, number>;
+
+/**
+ * The contract every adapter implements. Every claim is atomic in the storage server, so any number
+ * of gateway processes may share one backend. Operations name the queue because several native
+ * layouts (glide-mq, Cloudq) scope ids by queue.
+ */
+export interface Backend {
+  /** A short name for messages and metrics, e.g. `workerqueue-sql:postgres`. */
+  readonly kind: string;
+  readonly capabilities: Capabilities;
+
+  /** Connects and creates what the layout needs (tables, indexes, scripts); idempotent. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+
+  enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult>;
+  /** All-or-nothing: a bad item rejects the whole batch before anything is written. */
+  enqueueBulk(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
+
+  /** Claims up to `count` due jobs in priority then FIFO order; expired leases come back first. */
+  reserve(queue: string, options: ReserveOptions): Promise<Job[]>;
+  /** Extends the lease; LeaseLostError when the worker no longer holds it. */
+  heartbeat(queue: string, id: string, options: HeartbeatOptions): Promise<Job>;
+  complete(queue: string, id: string, options?: CompleteOptions): Promise<Job>;
+  /** Retries with backoff while attempts remain (state `delayed` or `waiting`), else `failed`. */
+  fail(queue: string, id: string, options: FailOptions): Promise<Job>;
+  /** Withdraws a job that is not finished; NotFoundError when there is none. */
+  cancel(queue: string, id: string): Promise<void>;
+
+  get(queue: string, id: string): Promise<Job | null>;
+  list(queue: string, options: ListOptions): Promise<Page<Job>>;
+  counts(queue: string): Promise<JobCounts>;
+  queues(): Promise<string[]>;
+
+  pause(queue: string): Promise<void>;
+  resume(queue: string): Promise<void>;
+  isPaused(queue: string): Promise<boolean>;
+
+  /** Every job of the queue in every state, page by page, in a stable order. */
+  export(queue: string, options?: ExportOptions): Promise<Page<Job>>;
+  /**
+   * Writes jobs as they are: ids, states, attempts, timestamps and native fields kept. An `active`
+   * job arrives as `waiting` (its lease belongs to the old store) with its attempts kept.
+   */
+  import(queue: string, jobs: Job[]): Promise<ImportResult>;
+
+  /** Optional: record progress on an active job (capability `progress`). */
+  setProgress?(queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job>;
+}
+
+export function emptyCounts(): JobCounts {
+  return { waiting: 0, delayed: 0, active: 0, completed: 0, failed: 0, canceled: 0, blocked: 0 };
+}

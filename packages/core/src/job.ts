@@ -1,0 +1,96 @@
+import { z } from "zod";
+import { parseOrThrow } from "./validate.js";
+
+/** The lifecycle states every backend maps its native states onto (see DESIGN.md). */
+export const JOB_STATES = ["waiting", "delayed", "active", "completed", "failed", "canceled", "blocked"] as const;
+export const JobStateSchema = z.enum(JOB_STATES);
+export type JobState = z.infer<typeof JobStateSchema>;
+
+/** Any JSON value. Job data and results must survive every backend's encoding. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
+  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonSchema), z.record(z.string(), JsonSchema)]),
+);
+
+export const BackoffSchema = z.object({
+  type: z.enum(["fixed", "exponential"]),
+  /** Base delay in milliseconds: fixed waits `delay`, exponential waits `delay * 2^(attempts-1)`. */
+  delay: z.number().int().nonnegative(),
+});
+export type Backoff = z.infer<typeof BackoffSchema>;
+
+export const JobErrorSchema = z.object({ group: z.string().optional(), message: z.string() });
+export type JobError = z.infer<typeof JobErrorSchema>;
+
+export const LeaseSchema = z.object({ worker: z.string(), expiresAt: z.number() });
+export type Lease = z.infer<typeof LeaseSchema>;
+
+/** The lingua franca between doors and backends. Times are epoch milliseconds. */
+export const JobSchema = z.object({
+  id: z.string().min(1),
+  queue: z.string().min(1),
+  name: z.string(),
+  data: JsonSchema,
+  state: JobStateSchema,
+  /** Larger runs sooner; 0 is the default. Each adapter documents its mapping to the native scale. */
+  priority: z.number(),
+  /** When a delayed job becomes due (null when it is not delayed). */
+  runAt: z.number().nullable(),
+  /** How many times the job has been handed to a worker, the current run included. */
+  attempts: z.number().int().nonnegative(),
+  maxAttempts: z.number().int().positive(),
+  backoff: BackoffSchema.nullable(),
+  lease: LeaseSchema.nullable(),
+  createdAt: z.number(),
+  startedAt: z.number().nullable(),
+  finishedAt: z.number().nullable(),
+  result: JsonSchema.nullable(),
+  error: JobErrorSchema.nullable(),
+  progress: JsonSchema.nullable(),
+  tags: z.array(z.string()),
+  dependsOn: z.array(z.string()),
+  uniqueKey: z.string().nullable(),
+  /** Fields of the source system with no core meaning, kept so that a round trip loses nothing. */
+  native: z.record(z.string(), z.unknown()),
+});
+export type Job = z.infer<typeof JobSchema>;
+
+export const DEFAULT_MAX_ATTEMPTS = 3;
+export const DEFAULT_LEASE_MS = 60_000;
+
+/** What a producer may say about a new job. Every field but `name` has a default. */
+export const EnqueueInputSchema = z.object({
+  id: z.string().min(1).max(256).optional(),
+  name: z.string().min(1).max(255),
+  data: JsonSchema.default(null),
+  priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
+  /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
+  delay: z.number().int().nonnegative().optional(),
+  runAt: z.number().int().nonnegative().optional(),
+  maxAttempts: z.number().int().positive().max(1_000_000).default(DEFAULT_MAX_ATTEMPTS),
+  backoff: BackoffSchema.nullable().default(null),
+  tags: z.array(z.string().min(1)).default([]),
+  dependsOn: z.array(z.string().min(1)).default([]),
+  uniqueKey: z.string().min(1).max(255).optional(),
+});
+export type EnqueueInput = z.input<typeof EnqueueInputSchema>;
+export type NormalizedEnqueueInput = z.output<typeof EnqueueInputSchema>;
+
+/** Validates and fills defaults; a backend calls this first so every door gets the same errors. */
+export function normalizeEnqueueInput(input: EnqueueInput): NormalizedEnqueueInput {
+  return parseOrThrow(EnqueueInputSchema, input, "job");
+}
+
+/** When a normalized input may first run, or null if it may run at once. */
+export function runAtOf(input: NormalizedEnqueueInput, now: number): number | null {
+  if (input.runAt !== undefined) return input.runAt > now ? input.runAt : null;
+  if (input.delay !== undefined && input.delay > 0) return now + input.delay;
+  return null;
+}
+
+/** Milliseconds to wait before retry number `attempts` (1-based) under a backoff policy. */
+export function backoffDelay(backoff: Backoff | null, attempts: number): number {
+  if (!backoff) return 0;
+  if (backoff.type === "fixed") return backoff.delay;
+  return backoff.delay * 2 ** Math.max(0, attempts - 1);
+}
