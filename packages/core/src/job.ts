@@ -72,6 +72,12 @@ export const EnqueueInputSchema = z.object({
   tags: z.array(z.string().min(1)).default([]),
   dependsOn: z.array(z.string().min(1)).default([]),
   uniqueKey: z.string().min(1).max(255).optional(),
+  /**
+   * Fields of the producer's protocol with no core meaning (a Cloudq job's extra keys, a glide-mq
+   * `opts` object...). An adapter of the same system stores them natively; any other keeps them
+   * with its own extras, so they come back in `Job.native`.
+   */
+  native: z.record(z.string(), z.unknown()).optional(),
 });
 export type EnqueueInput = z.input<typeof EnqueueInputSchema>;
 export type NormalizedEnqueueInput = z.output<typeof EnqueueInputSchema>;
