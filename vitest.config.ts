@@ -1,11 +1,18 @@
 import { defineConfig } from "vitest/config";
 
+const packages = ["core", "conformance", "workerqueue-sql", "qless-redis", "glidemq-valkey", "cloudq-mongo"];
+
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "test/**/*.test.ts"],
     // Suites talk to real servers; a slow CI machine gets room, but nothing waits on a timer.
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // One project per package (`npx vitest run --project qless-redis`), plus the cross-package suites.
+    projects: [
+      ...packages.map((name) => ({ extends: true as const, test: { name, include: [`packages/${name}/test/**/*.test.ts`] } })),
+      { extends: true, test: { name: "gateway", include: ["apps/gateway/test/**/*.test.ts"] } },
+      { extends: true, test: { name: "cross", include: ["test/**/*.test.ts"] } },
+    ],
   },
 });
