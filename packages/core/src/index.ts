@@ -3,3 +3,4 @@ export * from "./errors.js";
 export * from "./backend.js";
 export * from "./validate.js";
 export * from "./cursor.js";
+export * from "./migrate.js";

@@ -1,9 +1,25 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_MAX_ATTEMPTS, ValidationError, backoffDelay, decodeCursor, encodeCursor, normalizeEnqueueInput, runAtOf } from "../src/index.js";
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  ValidationError,
+  backoffDelay,
+  decodeCursor,
+  encodeCursor,
+  normalizeEnqueueInput,
+  runAtOf,
+} from "../src/index.js";
 
 describe("normalizeEnqueueInput", () => {
   it("fills every default the job model documents", () => {
-    expect(normalizeEnqueueInput({ name: "x" })).toEqual({ name: "x", data: null, priority: 0, maxAttempts: DEFAULT_MAX_ATTEMPTS, backoff: null, tags: [], dependsOn: [] });
+    expect(normalizeEnqueueInput({ name: "x" })).toEqual({
+      name: "x",
+      data: null,
+      priority: 0,
+      maxAttempts: DEFAULT_MAX_ATTEMPTS,
+      backoff: null,
+      tags: [],
+      dependsOn: [],
+    });
   });
 
   it("rejects an empty name with a ValidationError naming the field", () => {
