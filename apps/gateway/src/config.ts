@@ -1,0 +1,124 @@
+import { readFile } from "node:fs/promises";
+import { extname } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+/** Every adapter type the configuration may name; whether one is available is decided in backends.ts. */
+export const BACKEND_TYPES = ["workerqueue-sql", "qless-redis", "glidemq-valkey", "cloudq-mongo"] as const;
+export type BackendType = (typeof BACKEND_TYPES)[number];
+
+const BackendSpecSchema = z.strictObject({
+  type: z.enum(BACKEND_TYPES),
+  url: z.string().min(1),
+  /** Passed to the adapter's factory next to `url`; each adapter documents its own options. */
+  options: z.record(z.string(), z.unknown()).default({}),
+});
+export type BackendSpec = z.output<typeof BackendSpecSchema>;
+
+const RouteSchema = z.strictObject({
+  /** A queue-name pattern; `*` matches any run of characters, everything else matches itself. */
+  pattern: z.string().min(1),
+  backend: z.string().min(1),
+});
+export type Route = z.output<typeof RouteSchema>;
+
+/** Cloudq's default lease: a Ruby client may take 300 s per request, so a job is held as long. */
+export const DEFAULT_CLOUDQ_LEASE_MS = 300_000;
+
+const CloudqDoorSchema = z.strictObject({
+  /** Also serve the Cloudq routes at `/`, for clients that cannot be given a path prefix. */
+  mountAtRoot: z.boolean().default(false),
+  /** Basic auth user; auth is on only when both token and secret are set (here or in TOKEN/SECRET). */
+  token: z.string().min(1).nullable().default(null),
+  secret: z.string().min(1).nullable().default(null),
+  leaseMs: z.number().int().positive().default(DEFAULT_CLOUDQ_LEASE_MS),
+});
+export type CloudqDoorConfig = z.output<typeof CloudqDoorSchema>;
+
+const DoorsSchema = z.strictObject({
+  cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
+});
+
+export const ConfigSchema = z
+  .strictObject({
+    backends: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, "backend names use letters, digits, _ and -"), BackendSpecSchema),
+    /** First match wins. Omitted: every queue goes to the only backend. */
+    routes: z.array(RouteSchema).optional(),
+    doors: DoorsSchema.default(DoorsSchema.parse({})),
+  })
+  .superRefine((config, ctx) => {
+    const names = Object.keys(config.backends);
+    if (names.length === 0) ctx.addIssue({ code: "custom", path: ["backends"], message: "at least one backend is required" });
+    if (config.routes === undefined) {
+      if (names.length > 1)
+        ctx.addIssue({ code: "custom", path: ["routes"], message: "routes are required when there is more than one backend" });
+      return;
+    }
+    config.routes.forEach((route, index) => {
+      if (!(route.backend in config.backends)) {
+        const known = names.length > 0 ? names.join(", ") : "none";
+        ctx.addIssue({
+          code: "custom",
+          path: ["routes", index, "backend"],
+          message: `unknown backend "${route.backend}" (known: ${known})`,
+        });
+      }
+    });
+  })
+  .transform((config) => ({
+    ...config,
+    routes: config.routes ?? Object.keys(config.backends).map((backend) => ({ pattern: "*", backend })),
+  }));
+
+/** The file's shape (what a caller may pass to createGateway) and the parsed, defaults-filled shape. */
+export type ConfigInput = z.input<typeof ConfigSchema>;
+export type Config = z.output<typeof ConfigSchema>;
+
+/** A configuration that cannot be used; the message names the file and the bad field. */
+export class ConfigError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ConfigError";
+  }
+}
+
+/** The embedded default: one SQLite file in the working directory serves every queue. */
+export const DEFAULT_SQLITE_URL = "sqlite:./switchyard.sqlite";
+
+export function defaultConfig(): Config {
+  return parseConfig({ backends: { main: { type: "workerqueue-sql", url: DEFAULT_SQLITE_URL } } });
+}
+
+/** Validates a configuration object; `source` names where it came from in error messages. */
+export function parseConfig(value: unknown, source = "config"): Config {
+  const parsed = ConfigSchema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => {
+    const path = issue.path.length > 0 ? issue.path.join(".") : "(top level)";
+    return `  ${path}: ${issue.message}`;
+  });
+  throw new ConfigError(`${source} is invalid:\n${lines.join("\n")}`);
+}
+
+/**
+ * Reads a YAML or JSON file (chosen by extension; anything else is tried as YAML, which is a
+ * superset of JSON). No path: the embedded SQLite default.
+ */
+export async function loadConfig(path?: string): Promise<Config> {
+  if (path === undefined || path === "") return defaultConfig();
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`cannot read config file ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  let value: unknown;
+  try {
+    value = extname(path).toLowerCase() === ".json" ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`config file ${path} is not valid ${extname(path) === ".json" ? "JSON" : "YAML"}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  return parseConfig(value, `config file ${path}`);
+}

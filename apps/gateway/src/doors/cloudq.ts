@@ -1,0 +1,144 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { type Backend, type EnqueueInput, InvalidStateError, type Job, NotFoundError, ValidationError } from "@switchyard/core";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
+import type { CloudqDoorConfig } from "../config.js";
+import type { GatewayEnv } from "../errors.js";
+import { errorFormat, limitBody, readJson } from "../http.js";
+import type { QueueRouter } from "../router.js";
+
+/** The lease holder of jobs reserved through this door; Cloudq's DELETE completes without naming one. */
+export const CLOUDQ_WORKER = "cloudq";
+
+/** node-cloudq 2.x: priorities 1..100, lower first, default 100. Core: larger first, default 0. */
+const CLOUDQ_DEFAULT_PRIORITY = 100;
+
+/** Keys the GET answer sets itself; a job's native fields of the same name must not shadow them. */
+const RESERVED_KEYS = new Set(["klass", "args", "id", "job", "status", "ok"]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Reads a publish body the ways real clients send it: `{"job":{klass,args}, priority?}` (the
+ * protocol and every client library) or the bare `{klass,args}` of the protocol's curl example.
+ */
+export function publishInput(body: unknown): EnqueueInput {
+  if (!isPlainObject(body)) throw new ValidationError("job object required");
+  const job = "job" in body ? body.job : "klass" in body ? body : undefined;
+  if (!isPlainObject(job)) throw new ValidationError("job object required");
+  const { klass, args } = job;
+  if (typeof klass !== "string" || klass.length === 0) throw new ValidationError("klass key required");
+  if (args === undefined) throw new ValidationError("args key required");
+  const input: EnqueueInput = { name: klass, data: (Array.isArray(args) ? args : [args]) as EnqueueInput["data"] };
+  // node-cloudq reads `priority` beside `job`; in the bare form that is the job object itself.
+  const bare = job === body;
+  const cloudqPriority = bare ? job.priority : body.priority;
+  const extra = Object.fromEntries(
+    Object.entries(job).filter(([key]) => key !== "klass" && key !== "args" && !(bare && key === "priority")),
+  );
+  if (cloudqPriority !== undefined) {
+    if (typeof cloudqPriority !== "number" || !Number.isInteger(cloudqPriority) || cloudqPriority < 1 || cloudqPriority > 100) {
+      throw new ValidationError("priority must be an integer from 1 (first) to 100 (last)");
+    }
+    input.priority = CLOUDQ_DEFAULT_PRIORITY - cloudqPriority;
+  }
+  if (Object.keys(extra).length > 0) input.native = extra;
+  return input;
+}
+
+/** The GET answer: the job's fields at the top level as the real servers send them, and the protocol text's `job` wrapper. */
+export function reservedBody(job: Job): Record<string, unknown> {
+  const args = Array.isArray(job.data) ? job.data : [job.data];
+  const extras = Object.fromEntries(Object.entries(job.native).filter(([key]) => !RESERVED_KEYS.has(key)));
+  return { ...extras, klass: job.name, args, id: job.id, job: { klass: job.name, args, id: job.id } };
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (value: string) => createHash("sha256").update(value).digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+/** node-cloudq 2.x basic auth: on only when both token and secret are set; 401 as connect answers it. */
+function basicAuth(token: string | null, secret: string | null): MiddlewareHandler<GatewayEnv> {
+  return async (c, next) => {
+    if (token === null || secret === null) return next();
+    const header = c.req.header("authorization") ?? "";
+    const match = /^Basic\s+(\S+)$/i.exec(header);
+    const decoded = match ? Buffer.from(match[1]!, "base64").toString("utf8") : "";
+    const colon = decoded.indexOf(":");
+    const user = colon >= 0 ? decoded.slice(0, colon) : "";
+    const password = colon >= 0 ? decoded.slice(colon + 1) : "";
+    const userOk = sameSecret(user, token);
+    const passwordOk = sameSecret(password, secret);
+    if (match && userOk && passwordOk) return next();
+    return c.text("Unauthorized", 401, { "WWW-Authenticate": 'Basic realm="Authorization"' });
+  };
+}
+
+/**
+ * Finishes a job whatever its state, as a Cloudq DELETE does: an active job completes, a waiting one
+ * is canceled, a finished one stays as it is. A state change between read and write is retried.
+ */
+async function finish(backend: Backend, queue: string, id: string): Promise<void> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const job = await backend.get(queue, id);
+    if (!job) throw new NotFoundError(`job ${id} not found in queue ${queue}`);
+    try {
+      if (job.state === "active") await backend.complete(queue, id);
+      else if (job.state === "waiting" || job.state === "delayed" || job.state === "blocked") await backend.cancel(queue, id);
+      return;
+    } catch (error) {
+      if (!(error instanceof InvalidStateError)) throw error;
+    }
+  }
+  throw new InvalidStateError(`job ${id} in queue ${queue} keeps changing state; try again`);
+}
+
+export interface CloudqDoorOptions {
+  config: CloudqDoorConfig;
+  /** Where TOKEN and SECRET are read when the config leaves them null. */
+  env: Record<string, string | undefined>;
+}
+
+/** The Cloudq door (spec §1, §4.4): POST/PUT publish, GET reserve, DELETE finish, GET /stats. */
+export function createCloudqDoor(router: QueueRouter, { config, env }: CloudqDoorOptions): Hono<GatewayEnv> {
+  const door = new Hono<GatewayEnv>();
+  const cloudq = errorFormat("cloudq");
+  const auth = basicAuth(config.token ?? env.TOKEN ?? null, config.secret ?? env.SECRET ?? null);
+
+  // Registered per route rather than with door.use("*"): mounted at `/`, a catch-all middleware would also wrap /v1.
+  door.get("/stats", cloudq, async (c) => {
+    const stats = [];
+    for (const { name } of await router.queues()) {
+      const counts = await router.backendFor(name).counts(name);
+      const published = counts.waiting + counts.delayed + counts.blocked;
+      stats.push({ key: name, value: { published, consumed: counts.active, complete: counts.completed } });
+    }
+    return c.json(stats);
+  });
+
+  const publish = async (c: Context<GatewayEnv>) => {
+    const queue = c.req.param("queue")!;
+    const backend = router.backendFor(queue);
+    const input = publishInput(await readJson(c));
+    await backend.enqueue(queue, input);
+    return c.json({ status: "success" });
+  };
+  door.post("/:queue", cloudq, auth, limitBody, publish);
+  door.put("/:queue", cloudq, auth, limitBody, publish);
+
+  door.get("/:queue", cloudq, auth, async (c) => {
+    const queue = c.req.param("queue");
+    const [job] = await router.backendFor(queue).reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs });
+    return c.json(job ? reservedBody(job) : { status: "empty" });
+  });
+
+  door.delete("/:queue/:id", cloudq, auth, async (c) => {
+    const { queue, id } = c.req.param();
+    await finish(router.backendFor(queue), queue, id);
+    return c.json({ status: "success" });
+  });
+
+  return door;
+}

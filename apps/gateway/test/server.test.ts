@@ -1,0 +1,138 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { runCli } from "../src/cli.js";
+import { startServer } from "../src/index.js";
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-server-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const sqlite = (name: string) => ({ backends: { main: { type: "workerqueue-sql" as const, url: `sqlite:${join(dir, name)}` } } });
+
+async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe("HTTP server", () => {
+  it("serves over real HTTP and, on close, finishes an in-flight request before closing the backends", async () => {
+    const server = await startServer({ config: sqlite("graceful.sqlite"), port: 0, host: "127.0.0.1", env: {} });
+    const health = await fetch(`${server.url}/health`);
+    expect(health.status).toBe(200);
+
+    // A request whose body is still arriving when shutdown starts: it must still be answered.
+    let sendRest!: () => void;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"name": "Slow",'));
+        sendRest = () => {
+          controller.enqueue(new TextEncoder().encode(' "data": [1]}'));
+          controller.close();
+        };
+      },
+    });
+    const inFlight = fetch(`${server.url}/v1/queues/slow/jobs`, {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json" },
+      duplex: "half",
+    } as RequestInit);
+    await until(() => server.inFlight() === 1, "the request to reach the gateway");
+
+    let closed = false;
+    const closing = server.close().then(() => {
+      closed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(closed).toBe(false);
+    sendRest();
+
+    const res = await inFlight;
+    expect(res.status).toBe(201);
+    expect(((await res.json()) as { job: unknown }).job).toMatchObject({ name: "Slow", data: [1] });
+    await closing;
+    expect(closed).toBe(true);
+    await expect(fetch(`${server.url}/health`)).rejects.toThrow();
+    await expect(server.gateway.backends.get("main")!.backend.counts("slow")).rejects.toThrow();
+  });
+});
+
+describe("CLI", () => {
+  it("prints usage for --help", async () => {
+    let out = "";
+    const server = await runCli(["--help"], {
+      out: (t) => {
+        out += t;
+      },
+      err: () => undefined,
+      env: {},
+    });
+    expect(server).toBeUndefined();
+    expect(out).toContain("switchyard serve [--port 8080] [--host 0.0.0.0] [--config");
+  });
+
+  it("serve reads --config and --port, and PORT / SWITCHYARD_CONFIG from the environment", async () => {
+    const file = join(dir, "cli.json");
+    writeFileSync(file, JSON.stringify(sqlite("cli.sqlite")));
+    let out = "";
+    const io = {
+      out: (t: string) => {
+        out += t;
+      },
+      err: () => undefined,
+      env: { SWITCHYARD_CONFIG: file, PORT: "0" },
+    };
+    const server = await runCli(["serve", "--host", "127.0.0.1"], io);
+    try {
+      expect(out).toContain(`switchyard listening on ${server!.url}`);
+      expect(out).toContain(file);
+      const res: Response = await fetch(`${server!.url}/cloudq/cli`, {
+        method: "POST",
+        body: JSON.stringify({ job: { klass: "K", args: [] } }),
+      });
+      expect(await res.json()).toEqual({ status: "success" });
+    } finally {
+      await server?.close();
+    }
+  });
+
+  it("refuses an unknown command and a bad port with a clear message", async () => {
+    const io = { out: () => undefined, err: () => undefined, env: {} };
+    await expect(runCli(["launch"], io)).rejects.toThrow(/unknown command "launch"/);
+    await expect(runCli(["serve", "--port", "http"], io)).rejects.toThrow(/--port must be a number/);
+  });
+
+  it("bin/switchyard.mjs runs from source without a build and stops cleanly on SIGTERM", async () => {
+    const file = join(dir, "bin.json");
+    writeFileSync(file, JSON.stringify(sqlite("bin.sqlite")));
+    const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
+    const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--host", "127.0.0.1", "--config", file], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    try {
+      await until(() => /listening on (http:\/\/\S+)/.test(out) || child.exitCode !== null, "the server to listen", 20_000);
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      expect(url, err).toBeDefined();
+      const health = await fetch(`${url}/health`);
+      expect(health.status).toBe(200);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+});
