@@ -1,0 +1,254 @@
+import {
+  type Backend,
+  type Capabilities,
+  type CompleteOptions,
+  DEFAULT_LEASE_MS,
+  type EnqueueInput,
+  type EnqueueResult,
+  type ExportOptions,
+  type FailOptions,
+  type HeartbeatOptions,
+  type ImportResult,
+  type Job,
+  type JobCounts,
+  JobStateSchema,
+  type Json,
+  type ListOptions,
+  type Page,
+  type ReserveOptions,
+  ValidationError,
+  decodeCursor,
+  emptyCounts,
+  encodeCursor,
+  parseOrThrow,
+} from "@switchyard/core";
+import { claimRows, releaseDueDelayed } from "./claim.js";
+import type { JobRow } from "./columns.js";
+import { SY } from "./columns.js";
+import { withRetry } from "./db-errors.js";
+import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
+import { checkId, checkQueue, findRow } from "./lookup.js";
+import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
+import { rowToJob, stateOf } from "./row.js";
+import { ensureSchema } from "./schema.js";
+import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
+import { whereQueue, whereState } from "./where.js";
+
+export const WORKERQUEUE_CAPABILITIES: Capabilities = {
+  delays: true,
+  priorities: true,
+  dependencies: false,
+  tags: true,
+  progress: true,
+  uniqueKeys: true,
+  leases: true,
+  pause: true,
+  results: true,
+  keepsCompleted: true,
+  customIds: true,
+};
+
+const MAX_PAGE = 1000;
+/** How often (at most) a reserve also frees due delayed rows for legacy daemons. */
+const RELEASE_INTERVAL_MS = 1000;
+
+const isAfterCursor = (value: unknown): value is { after: number } =>
+  typeof value === "object" && value !== null && typeof (value as { after?: unknown }).after === "number";
+
+/** A Backend over the Worker Queue `jobs` table (taf2/workq, rjqueue) on SQLite, PostgreSQL or MySQL/MariaDB. */
+export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Backend {
+  return new WorkerQueueBackend(options);
+}
+
+class WorkerQueueBackend implements Backend {
+  readonly kind: string;
+  readonly capabilities = WORKERQUEUE_CAPABILITIES;
+  private readonly store: Store;
+  private readonly ownsKnex: boolean;
+  private readonly createSchema: boolean;
+  private readying: Promise<void> | undefined;
+  private lastRelease = 0;
+
+  constructor(options: WorkerQueueBackendOptions) {
+    const resolved = resolveStore(options);
+    this.store = resolved.store;
+    this.ownsKnex = resolved.ownsKnex;
+    this.createSchema = resolved.createSchema;
+    this.kind = `workerqueue-sql:${this.store.dialect}`;
+  }
+
+  ready(): Promise<void> {
+    this.readying ??= this.createSchema
+      ? withRetry("ready", () => ensureSchema(this.store)).catch((error) => {
+          this.readying = undefined;
+          throw error;
+        })
+      : Promise.resolve();
+    return this.readying;
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsKnex) await this.store.knex.destroy();
+  }
+
+  async enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
+    await this.ready();
+    return enqueueOne(this.store, checkQueue(queue), input);
+  }
+
+  async enqueueBulk(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    await this.ready();
+    if (!Array.isArray(inputs)) throw new ValidationError("workerqueue-sql: enqueueBulk takes an array of jobs");
+    if (inputs.length === 0) return [];
+    return enqueueMany(this.store, checkQueue(queue), inputs);
+  }
+
+  async reserve(queue: string, options: ReserveOptions): Promise<Job[]> {
+    await this.ready();
+    checkQueue(queue);
+    const count = options.count ?? 1;
+    const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    if (typeof options.worker !== "string" || options.worker.length === 0 || options.worker.length > 255) {
+      throw new ValidationError("workerqueue-sql: reserve needs a worker name of 1 to 255 characters");
+    }
+    if (!Number.isInteger(count) || count < 1 || count > MAX_PAGE)
+      throw new ValidationError(`workerqueue-sql: count must be 1..${MAX_PAGE}`);
+    if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
+    if (await this.isPaused(queue)) return [];
+    const now = Date.now();
+    if (now - this.lastRelease >= RELEASE_INTERVAL_MS) {
+      this.lastRelease = now;
+      await withRetry("reserve", () => releaseDueDelayed(this.store, now));
+    }
+    const rows = await withRetry("reserve", () => claimRows(this.store, { queue, worker: options.worker, count, leaseMs, now }));
+    return rows.map((row) => rowToJob(this.store, row, now));
+  }
+
+  async heartbeat(queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
+    await this.ready();
+    return heartbeatJob(this.store, checkQueue(queue), checkId(id), options);
+  }
+
+  async complete(queue: string, id: string, options?: CompleteOptions): Promise<Job> {
+    await this.ready();
+    return completeJob(this.store, checkQueue(queue), checkId(id), options);
+  }
+
+  async fail(queue: string, id: string, options: FailOptions): Promise<Job> {
+    await this.ready();
+    return failJob(this.store, checkQueue(queue), checkId(id), options);
+  }
+
+  async cancel(queue: string, id: string): Promise<void> {
+    await this.ready();
+    return cancelJob(this.store, checkQueue(queue), checkId(id));
+  }
+
+  async setProgress(queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job> {
+    await this.ready();
+    return setJobProgress(this.store, checkQueue(queue), checkId(id), options.worker, options.progress);
+  }
+
+  async get(queue: string, id: string): Promise<Job | null> {
+    await this.ready();
+    const row = await withRetry("get", () => findRow(this.store, this.store.knex, checkQueue(queue), checkId(id)));
+    return row ? rowToJob(this.store, row) : null;
+  }
+
+  async list(queue: string, options: ListOptions): Promise<Page<Job>> {
+    await this.ready();
+    const state = parseOrThrow(JobStateSchema, options.state, "state");
+    const now = Date.now();
+    return this.page(checkQueue(queue), options, (query) => whereState(query, state, now));
+  }
+
+  async counts(queue: string): Promise<JobCounts> {
+    await this.ready();
+    const now = Date.now();
+    const { knex, table } = this.store;
+    const query = knex(table)
+      .select("status")
+      .select(knex.raw("case when ?? > ? then 1 else 0 end as is_delayed", [SY.runAt, now]))
+      .select(knex.raw("case when ?? is not null then 1 else 0 end as is_canceled", [SY.canceledMs]))
+      .count({ n: "*" });
+    whereQueue(this.store, query, checkQueue(queue));
+    const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3"));
+    const counts = emptyCounts();
+    for (const group of groups as Array<{ status: string | null; is_delayed: unknown; is_canceled: unknown; n: unknown }>) {
+      // stateOf() decides, so counts can never disagree with get() and list().
+      const state = stateOf(
+        {
+          status: group.status,
+          sy_run_at: Number(group.is_delayed) === 1 ? now + 1 : null,
+          sy_canceled_ms: Number(group.is_canceled) === 1 ? now : null,
+        } as JobRow,
+        now,
+      );
+      counts[state] += Number(group.n);
+    }
+    return counts;
+  }
+
+  async queues(): Promise<string[]> {
+    await this.ready();
+    const { knex, table, defaultQueue } = this.store;
+    const rows = await withRetry("queues", () => knex(table).distinct(knex.raw("coalesce(??, ?) as queue", [SY.queue, defaultQueue])));
+    return (rows as Array<{ queue: string }>).map((row) => row.queue).sort();
+  }
+
+  async pause(queue: string): Promise<void> {
+    await this.ready();
+    const { knex, pausedTable } = this.store;
+    await withRetry("pause", () =>
+      knex(pausedTable)
+        .insert({ queue: checkQueue(queue), paused_ms: Date.now() })
+        .onConflict("queue")
+        .ignore(),
+    );
+  }
+
+  async resume(queue: string): Promise<void> {
+    await this.ready();
+    await withRetry("resume", () => this.store.knex(this.store.pausedTable).where("queue", checkQueue(queue)).delete());
+  }
+
+  async isPaused(queue: string): Promise<boolean> {
+    await this.ready();
+    const row = await withRetry("isPaused", () => this.store.knex(this.store.pausedTable).where("queue", checkQueue(queue)).first());
+    return row !== undefined;
+  }
+
+  async export(queue: string, options: ExportOptions = {}): Promise<Page<Job>> {
+    await this.ready();
+    return this.page(checkQueue(queue), options, (query) => query);
+  }
+
+  async import(queue: string, jobs: Job[]): Promise<ImportResult> {
+    await this.ready();
+    if (!Array.isArray(jobs)) throw new ValidationError("workerqueue-sql: import takes an array of jobs");
+    return importJobs(this.store, checkQueue(queue), jobs);
+  }
+
+  /** Keyset pages in row order: stable while jobs are added or change state. */
+  private async page(
+    queue: string,
+    options: { limit?: number; cursor?: string },
+    filter: (query: import("knex").Knex.QueryBuilder) => import("knex").Knex.QueryBuilder,
+  ): Promise<Page<Job>> {
+    const limit = options.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
+      throw new ValidationError(`workerqueue-sql: limit must be 1..${MAX_PAGE}`);
+    const after = decodeCursor(options.cursor, isAfterCursor)?.after ?? 0;
+    const query = this.store.knex(this.store.table).select("*").where("id", ">", after);
+    whereQueue(this.store, query, queue);
+    filter(query);
+    const rows = (await withRetry("list", () => query.orderBy("id", "asc").limit(limit + 1))) as JobRow[];
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    const now = Date.now();
+    return {
+      items: items.map((row) => rowToJob(this.store, row, now)),
+      cursor: rows.length > limit && last ? encodeCursor({ after: Number(last.id) }) : null,
+    };
+  }
+}

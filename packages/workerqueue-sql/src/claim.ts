@@ -1,0 +1,97 @@
+import { randomUUID } from "node:crypto";
+import type { Knex } from "knex";
+import { CLAIM_LOCK_PREFIX, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import type { Store } from "./options.js";
+import { num, sqlDate } from "./row.js";
+import { whereDue, whereLeaseExpired, whereQueue } from "./where.js";
+
+export interface ClaimRequest {
+  queue: string;
+  worker: string;
+  count: number;
+  leaseMs: number;
+  now: number;
+}
+
+/**
+ * Claims up to `count` rows atomically: due pending rows and rows whose Switchyard lease expired, in
+ * priority (larger first) then id order. The lock id written to `locked_queue_id` is unique per claim
+ * and fits the legacy varchar(40), so a legacy daemon sees the row as taken.
+ */
+export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
+  const lock = `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
+  let rows: JobRow[];
+  if (store.dialect === "postgres") rows = await claimPostgres(store, request, lock);
+  else if (store.dialect === "mysql") rows = await claimMysql(store, request, lock);
+  else rows = await claimSqlite(store, request, lock);
+  // RETURNING and IN lists promise no order; hand jobs out in the order they were picked.
+  return rows.sort((a, b) => (num(b.sy_priority) ?? 0) - (num(a.sy_priority) ?? 0) || Number(a.id) - Number(b.id));
+}
+
+function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest): Knex.QueryBuilder {
+  const query = db(store.table).select("id");
+  whereQueue(store, query, request.queue);
+  return query
+    .where((q) => q.where((due) => whereDue(due, request.now)).orWhere((expired) => whereLeaseExpired(expired, request.now)))
+    .orderBy([
+      { column: SY.priority, order: "desc" },
+      { column: "id", order: "asc" },
+    ])
+    .limit(request.count);
+}
+
+function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest, lock: string): Record<string, unknown> {
+  return {
+    status: STATUS.processing,
+    locked_queue_id: lock,
+    attempts: db.raw("coalesce(??, 0) + 1", ["attempts"]),
+    updated_at: sqlDate(store, request.now),
+    [SY.worker]: request.worker,
+    [SY.leaseUntil]: request.now + request.leaseMs,
+    [SY.startedMs]: request.now,
+    [SY.runAt]: null,
+  };
+}
+
+/** One UPDATE over a locked, skip-locked CTE: concurrent claimers pass each other's rows by. */
+async function claimPostgres(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const { knex } = store;
+  const picked = candidates(store, knex, request).forUpdate().skipLocked();
+  const values = claimValues(store, knex, request, lock);
+  const update = knex(store.table)
+    .update(values)
+    .whereRaw("?? in (select id from picked)", [`${store.table}.id`])
+    .returning("*");
+  const result = await knex.raw(`with picked as materialized (${picked.toQuery()}) ${update.toQuery()}`);
+  return result.rows as JobRow[];
+}
+
+/** MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a transaction, then take them. */
+async function claimMysql(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  return store.knex.transaction(async (trx) => {
+    const ids = (await candidates(store, trx, request).forUpdate().skipLocked()).map((row: { id: number }) => row.id);
+    if (ids.length === 0) return [];
+    await trx(store.table)
+      .whereIn("id", ids)
+      .update(claimValues(store, trx, request, lock));
+    return (await trx(store.table).whereIn("id", ids)) as JobRow[];
+  });
+}
+
+/** SQLite: one UPDATE ... RETURNING statement takes the write lock, so the claim is atomic. */
+async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const { knex } = store;
+  return (await knex(store.table)
+    .whereIn("id", candidates(store, knex, request))
+    .update(claimValues(store, knex, request, lock), "*")) as unknown as JobRow[];
+}
+
+/**
+ * Clears the delay marker of pending rows that have become due, so legacy daemons (which only take
+ * rows whose lock is '') may run them too. Switchyard's own claim does not need it.
+ */
+export async function releaseDueDelayed(store: Store, now: number): Promise<void> {
+  await store.knex(store.table).where("status", STATUS.pending).where("locked_queue_id", DELAYED_LOCK).where(SY.runAt, "<=", now).update({
+    locked_queue_id: UNLOCKED,
+  });
+}

@@ -1,0 +1,97 @@
+/**
+ * Names and values of the Worker Queue `jobs` layout. Legacy columns keep the names and meanings of
+ * taf2/workq; every column Switchyard adds starts with `sy_`, so no legacy reader can mistake it for
+ * one of its own, and every added column is nullable or has a default, so a legacy INSERT that names
+ * only the legacy columns still works.
+ */
+
+/** The status strings both legacy daemons write (never `completed`). */
+export const STATUS = {
+  pending: "pending",
+  loading: "loading",
+  processing: "processing",
+  complete: "complete",
+  error: "error",
+} as const;
+
+/** The statuses a legacy or Switchyard worker holds a job in. */
+export const ACTIVE_STATUSES = [STATUS.loading, STATUS.processing];
+
+/** `locked_queue_id` of a job nobody holds: the legacy convention. */
+export const UNLOCKED = "";
+/**
+ * `locked_queue_id` of a pending job that is not yet due (delayed, or waiting out a retry backoff).
+ * The legacy claim only takes rows whose lock is '', so a legacy daemon cannot run it early; a
+ * Switchyard reserve() clears the marker of every job that has become due.
+ */
+export const DELAYED_LOCK = "sy:delayed";
+/** Prefix of the lock ids Switchyard claims with, so a lock shows who took the row. */
+export const CLAIM_LOCK_PREFIX = "sy:";
+
+/** Columns Switchyard adds to the legacy layout. */
+export const SY = {
+  /** Queue name; NULL for legacy rows, which belong to the `defaultQueue` option. */
+  queue: "sy_queue",
+  /** A caller-chosen or imported job id; NULL when the id is the row's integer `id`. */
+  jobId: "sy_job_id",
+  priority: "sy_priority",
+  /** Epoch ms when a pending job becomes due; NULL means at once. */
+  runAt: "sy_run_at",
+  /** Lease holder and expiry (epoch ms) of a job Switchyard handed out; NULL for legacy claims. */
+  worker: "sy_worker",
+  leaseUntil: "sy_lease_until",
+  maxAttempts: "sy_max_attempts",
+  /** JSON of the core backoff policy. */
+  backoff: "sy_backoff",
+  uniqueKey: "sy_unique_key",
+  result: "sy_result",
+  progress: "sy_progress",
+  errorGroup: "sy_error_group",
+  /** JSON array of tags. */
+  tags: "sy_tags",
+  /** JSON object of fields with no Worker Queue meaning (a qless or glide-mq job's extras). */
+  native: "sy_native",
+  /** Epoch ms timestamps; `created_at` (a datetime) is still written for legacy readers. */
+  createdMs: "sy_created_ms",
+  startedMs: "sy_started_ms",
+  finishedMs: "sy_finished_ms",
+  /** Set when a job was canceled; its status is then `error`, which legacy daemons leave alone. */
+  canceledMs: "sy_canceled_ms",
+} as const;
+
+/** Every column a row may hold, as the driver returns it. */
+export interface JobRow {
+  id: number | string;
+  name: string;
+  data: string | null;
+  status: string | null;
+  created_at: unknown;
+  updated_at: unknown;
+  duration?: number | null;
+  taskable_id?: number | null;
+  taskable_type?: string | null;
+  details: string | null;
+  locked_queue_id: string | null;
+  attempts: number | null;
+  sy_queue: string | null;
+  sy_job_id: string | null;
+  sy_priority: number | string | null;
+  sy_run_at: number | string | null;
+  sy_worker: string | null;
+  sy_lease_until: number | string | null;
+  sy_max_attempts: number | null;
+  sy_backoff: string | null;
+  sy_unique_key: string | null;
+  sy_result: string | null;
+  sy_progress: string | null;
+  sy_error_group: string | null;
+  sy_tags: string | null;
+  sy_native: string | null;
+  sy_created_ms: number | string | null;
+  sy_started_ms: number | string | null;
+  sy_finished_ms: number | string | null;
+  sy_canceled_ms: number | string | null;
+}
+
+/** The largest value of the legacy `int(11)` id column; larger numeric ids can only be `sy_job_id`s. */
+export const MAX_ROW_ID = 2_147_483_647;

@@ -1,0 +1,138 @@
+import {
+  ConflictError,
+  type EnqueueInput,
+  type EnqueueResult,
+  type ImportResult,
+  type Job,
+  JobSchema,
+  type NormalizedEnqueueInput,
+  UnsupportedError,
+  normalizeEnqueueInput,
+  parseOrThrow,
+  runAtOf,
+} from "@switchyard/core";
+import type { Knex } from "knex";
+import type { JobRow } from "./columns.js";
+import { isUniqueViolation, withRetry } from "./db-errors.js";
+import { type Db, findByUniqueKey, findRow, rowById } from "./lookup.js";
+import type { Store } from "./options.js";
+import { enqueueRow, importRow, rowToJob } from "./row.js";
+import { advanceIdCounter } from "./sequence.js";
+
+function normalize(input: EnqueueInput): NormalizedEnqueueInput {
+  const normalized = normalizeEnqueueInput(input);
+  if (normalized.dependsOn.length > 0) {
+    throw new UnsupportedError("workerqueue-sql: job dependencies are not supported (capability dependencies: false)");
+  }
+  return normalized;
+}
+
+export async function enqueueOne(store: Store, queue: string, input: EnqueueInput): Promise<EnqueueResult> {
+  const normalized = normalize(input);
+  const result = await withRetry("enqueue", () => insertOrFind(store, store.knex, queue, normalized, false));
+  if (result.created && normalized.id) await advanceIdCounter(store, store.knex, [normalized.id]);
+  return result;
+}
+
+/** All-or-nothing: every input is validated before the transaction writes the first row. */
+export async function enqueueMany(store: Store, queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+  const normalized = inputs.map(normalize);
+  const results = await withRetry("enqueueBulk", () =>
+    store.knex.transaction(async (trx) => {
+      const out: EnqueueResult[] = [];
+      for (const input of normalized) out.push(await insertOrFind(store, trx, queue, input, true));
+      return out;
+    }),
+  );
+  const chosenIds = normalized.flatMap((input, i) => (input.id && results[i]?.created ? [input.id] : []));
+  await advanceIdCounter(store, store.knex, chosenIds);
+  return results;
+}
+
+/**
+ * Inserts a pending row unless the queue already has the caller's id or unique key, in which case
+ * the first job is returned. The unique indexes settle races between concurrent enqueues.
+ */
+async function insertOrFind(
+  store: Store,
+  db: Db,
+  queue: string,
+  input: NormalizedEnqueueInput,
+  inTransaction: boolean,
+): Promise<EnqueueResult> {
+  const now = Date.now();
+  const existing = await findExisting(store, db, queue, input);
+  if (existing) return { job: rowToJob(store, existing, now), created: false };
+  const row = enqueueRow(store, queue, input, runAtOf(input, now), now);
+  const keyed = input.id !== undefined || input.uniqueKey !== undefined;
+  try {
+    // In a transaction a refused insert would abort it (Postgres): a savepoint contains the failure.
+    const rowId =
+      keyed && inTransaction
+        ? await (db as Knex.Transaction).transaction((savepoint) => insertRow(store, savepoint, row))
+        : await insertRow(store, db, row);
+    return { job: rowToJob(store, await rowById(store, db, rowId), now), created: true };
+  } catch (error) {
+    if (!keyed || !isUniqueViolation(error)) throw error;
+    const winner = await findExisting(store, db, queue, input);
+    if (!winner) throw error;
+    return { job: rowToJob(store, winner, now), created: false };
+  }
+}
+
+async function findExisting(store: Store, db: Db, queue: string, input: NormalizedEnqueueInput): Promise<JobRow | null> {
+  if (input.id !== undefined) {
+    const byId = await findRow(store, db, queue, input.id);
+    if (byId) return byId;
+  }
+  if (input.uniqueKey !== undefined) return findByUniqueKey(store, db, queue, input.uniqueKey);
+  return null;
+}
+
+/** Inserts and returns the new row id (MySQL has no RETURNING). */
+export async function insertRow(store: Store, db: Db, row: Record<string, unknown>): Promise<number> {
+  if (store.dialect === "mysql") {
+    const [id] = (await db(store.table).insert(row)) as number[];
+    return Number(id);
+  }
+  const [inserted] = (await db(store.table).insert(row, ["id"])) as Array<{ id: number }>;
+  return Number(inserted?.id);
+}
+
+/** Writes jobs as they were (ids, states, attempts, timestamps); ids already in the queue are skipped. */
+export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
+  const checked = jobs.map((job) => parseOrThrow(JobSchema, job, "imported job"));
+  const blocked = checked.find((job) => job.state === "blocked" || job.dependsOn.length > 0);
+  if (blocked) {
+    throw new UnsupportedError(`workerqueue-sql: job ${blocked.id} has dependencies, which this backend does not support`);
+  }
+  const result = await withRetry("import", () =>
+    store.knex.transaction(async (trx) => {
+      const outcome: ImportResult = { imported: 0, skipped: [] };
+      const now = Date.now();
+      for (const job of checked) {
+        if (await findRow(store, trx, queue, job.id)) {
+          outcome.skipped.push(job.id);
+          continue;
+        }
+        try {
+          await insertRow(store, trx, importRow(store, queue, job, now));
+        } catch (error) {
+          if (isUniqueViolation(error)) {
+            throw new ConflictError(`workerqueue-sql: job ${job.id} clashes with a job of ${queue} that has the same unique key or id`);
+          }
+          throw error;
+        }
+        outcome.imported++;
+      }
+      return outcome;
+    }),
+  );
+  const skipped = new Set(result.skipped);
+  await advanceIdCounter(
+    store,
+    store.knex,
+    checked.filter((job) => !skipped.has(job.id)).map((job) => job.id),
+  );
+  return result;
+}

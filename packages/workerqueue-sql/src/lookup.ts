@@ -1,0 +1,45 @@
+import { ValidationError } from "@switchyard/core";
+import type { Knex } from "knex";
+import type { JobRow } from "./columns.js";
+import { SY } from "./columns.js";
+import type { Store } from "./options.js";
+import { whereJobId, whereQueue } from "./where.js";
+
+export type Db = Knex | Knex.Transaction;
+
+/** The row of a job id in a queue, or null. */
+export async function findRow(store: Store, db: Db, queue: string, id: string): Promise<JobRow | null> {
+  const query = db(store.table).select("*");
+  whereQueue(store, query, queue);
+  whereJobId(query, id);
+  // A caller-chosen id wins over a row id of the same spelling (see sequence.ts for why both are rare).
+  const rows = (await query.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1)) as JobRow[];
+  return rows[0] ?? null;
+}
+
+export async function findByUniqueKey(store: Store, db: Db, queue: string, key: string): Promise<JobRow | null> {
+  const query = db(store.table).select("*").where(SY.uniqueKey, key);
+  whereQueue(store, query, queue);
+  const rows = (await query.limit(1)) as JobRow[];
+  return rows[0] ?? null;
+}
+
+export async function rowById(store: Store, db: Db, rowId: number | string): Promise<JobRow> {
+  const row = (await db(store.table).where("id", rowId).first()) as JobRow | undefined;
+  if (!row) throw new Error(`workerqueue-sql: row ${rowId} vanished while being read back`);
+  return row;
+}
+
+export function checkQueue(queue: unknown): string {
+  if (typeof queue !== "string" || queue.length === 0 || queue.length > 255) {
+    throw new ValidationError("workerqueue-sql: a queue name is a non-empty string of at most 255 characters");
+  }
+  return queue;
+}
+
+export function checkId(id: unknown): string {
+  if (typeof id !== "string" || id.length === 0 || id.length > 255) {
+    throw new ValidationError("workerqueue-sql: a job id is a non-empty string of at most 255 characters");
+  }
+  return id;
+}

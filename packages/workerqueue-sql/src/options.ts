@@ -1,0 +1,99 @@
+import { ValidationError } from "@switchyard/core";
+import knexFactory, { type Knex } from "knex";
+
+export type DataFormat = "json" | "yaml";
+export type Dialect = "sqlite" | "postgres" | "mysql";
+
+export interface WorkerQueueBackendOptions {
+  /** `sqlite:<path>`, `sqlite::memory:`, `postgres://...` or `mysql://...` (MariaDB too). */
+  url?: string;
+  /** An injected knex instance instead of a URL; the backend then leaves it open on close(). */
+  knex?: Knex;
+  /** The jobs table; default `jobs`, the name the legacy daemons use. */
+  table?: string;
+  /** How new rows encode `data`: JSON (workq) or Ruby YAML with symbol keys (rjqueue). Both are read. */
+  dataFormat?: DataFormat;
+  /** The queue that legacy rows (no `sy_queue`) belong to; default `default`. */
+  defaultQueue?: string;
+  /** Create the table, or add the missing columns and indexes to a legacy one, in ready(); default true. */
+  createSchema?: boolean;
+}
+
+/** What the rest of the package works with once options are resolved. */
+export interface Store {
+  readonly knex: Knex;
+  readonly dialect: Dialect;
+  readonly table: string;
+  /** Side table of paused queue names. */
+  readonly pausedTable: string;
+  readonly dataFormat: DataFormat;
+  readonly defaultQueue: string;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
+
+export function resolveStore(options: WorkerQueueBackendOptions): { store: Store; ownsKnex: boolean; createSchema: boolean } {
+  const table = options.table ?? "jobs";
+  if (!IDENTIFIER.test(table)) throw new ValidationError(`workerqueue-sql: invalid table name "${table}"`);
+  const dataFormat = options.dataFormat ?? "json";
+  if (dataFormat !== "json" && dataFormat !== "yaml") {
+    throw new ValidationError(`workerqueue-sql: dataFormat must be "json" or "yaml", not "${String(dataFormat)}"`);
+  }
+  let knex: Knex;
+  let ownsKnex: boolean;
+  if (options.knex) {
+    knex = options.knex;
+    ownsKnex = false;
+  } else if (options.url) {
+    knex = knexFromUrl(options.url);
+    ownsKnex = true;
+  } else {
+    throw new ValidationError("workerqueue-sql: give either `url` or `knex`");
+  }
+  const store: Store = {
+    knex,
+    dialect: dialectOf(knex),
+    table,
+    pausedTable: `${table}_paused_queues`,
+    dataFormat,
+    defaultQueue: options.defaultQueue ?? "default",
+  };
+  return { store, ownsKnex, createSchema: options.createSchema ?? true };
+}
+
+function dialectOf(knex: Knex): Dialect {
+  const client = String(knex.client.config.client ?? knex.client.dialect ?? "");
+  if (/sqlite/i.test(client)) return "sqlite";
+  if (/^(pg|postgres|postgresql|pgnative|cockroachdb)$/i.test(client)) return "postgres";
+  if (/mysql|maria/i.test(client)) return "mysql";
+  throw new ValidationError(`workerqueue-sql: unsupported knex client "${client}" (use better-sqlite3, pg or mysql2)`);
+}
+
+/** Creates a knex instance for a URL; drivers are loaded by knex lazily, so only the one used must be installed. */
+export function knexFromUrl(url: string): Knex {
+  if (url.startsWith("sqlite:")) {
+    const filename = url.slice("sqlite:".length).replace(/^\/\//, "") || ":memory:";
+    return knexFactory({
+      client: "better-sqlite3",
+      connection: { filename },
+      useNullAsDefault: true,
+      pool: {
+        afterCreate(connection: { pragma(sql: string): unknown }, done: (error: Error | null, connection: unknown) => void) {
+          // Several processes (or backends) may share the file: wait for locks rather than fail at once.
+          connection.pragma("busy_timeout = 10000");
+          if (filename !== ":memory:") connection.pragma("journal_mode = WAL");
+          done(null, connection);
+        },
+      },
+    });
+  }
+  if (/^postgres(ql)?:\/\//.test(url)) return knexFactory({ client: "pg", connection: url, pool: { min: 0, max: 10 } });
+  if (/^(mysql|mariadb):\/\//.test(url)) {
+    return knexFactory({
+      client: "mysql2",
+      connection: { uri: url.replace(/^mariadb:/, "mysql:"), supportBigNumbers: true, charset: "utf8mb4" } as Knex.MySql2ConnectionConfig,
+      pool: { min: 0, max: 10 },
+    });
+  }
+  throw new ValidationError(`workerqueue-sql: unsupported url "${url}" (sqlite:, postgres:// or mysql://)`);
+}

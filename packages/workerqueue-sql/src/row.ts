@@ -1,0 +1,196 @@
+import { type Backoff, DEFAULT_MAX_ATTEMPTS, type Job, type JobState, type Json, type NormalizedEnqueueInput } from "@switchyard/core";
+import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { decodeData, encodeData, formatOf } from "./encoding.js";
+import type { Store } from "./options.js";
+
+/** Legacy columns that come back in `Job.native` (and are written back from it on import). */
+export const NATIVE_COLUMNS = ["taskable_id", "taskable_type"] as const;
+/** Native keys that describe the row rather than the job; shown, never written back. */
+const DERIVED_NATIVE_KEYS = ["status", "locked_queue_id", "duration", "data_format", "updated_at"];
+
+export function jobIdOf(row: JobRow): string {
+  return row.sy_job_id ?? String(row.id);
+}
+
+/** The core state a row stands for; see the README's state table. */
+export function stateOf(row: JobRow, now: number): JobState {
+  const status = row.status ?? "";
+  if (status === STATUS.pending) {
+    const runAt = num(row.sy_run_at);
+    return runAt !== null && runAt > now ? "delayed" : "waiting";
+  }
+  if ((ACTIVE_STATUSES as string[]).includes(status)) return "active";
+  // `completed` is the stale README's word; no daemon writes it, but a hand-written row might.
+  if (status === STATUS.complete || status === "completed") return "completed";
+  if (status === STATUS.error && num(row.sy_canceled_ms) !== null) return "canceled";
+  return "failed";
+}
+
+export function rowToJob(store: Store, row: JobRow, now = Date.now()): Job {
+  const state = stateOf(row, now);
+  const createdAt = num(row.sy_created_ms) ?? dateMs(row.created_at) ?? 0;
+  const native: Record<string, unknown> = { ...parseJson<Record<string, unknown>>(row.sy_native, {}) };
+  native.status = row.status;
+  native.locked_queue_id = row.locked_queue_id;
+  if (row.duration !== undefined && row.duration !== null) native.duration = Number(row.duration);
+  if (row.taskable_id !== undefined && row.taskable_id !== null) native.taskable_id = Number(row.taskable_id);
+  if (row.taskable_type !== undefined && row.taskable_type !== null) native.taskable_type = row.taskable_type;
+  native.data_format = formatOf(row.data);
+  const leaseUntil = num(row.sy_lease_until);
+  return {
+    id: jobIdOf(row),
+    queue: row.sy_queue ?? store.defaultQueue,
+    name: row.name,
+    data: decodeData(row.data),
+    state,
+    priority: num(row.sy_priority) ?? 0,
+    runAt: state === "delayed" ? num(row.sy_run_at) : null,
+    attempts: Number(row.attempts ?? 0),
+    maxAttempts: num(row.sy_max_attempts) ?? DEFAULT_MAX_ATTEMPTS,
+    backoff: parseJson<Backoff | null>(row.sy_backoff, null),
+    // A job a legacy daemon holds has no lease Switchyard knows of: active, lease null.
+    lease: state === "active" && row.sy_worker !== null && leaseUntil !== null ? { worker: row.sy_worker, expiresAt: leaseUntil } : null,
+    createdAt,
+    startedAt: num(row.sy_started_ms),
+    finishedAt: num(row.sy_finished_ms),
+    result: parseJson<Json>(row.sy_result, null),
+    error: row.details !== null && row.details !== undefined ? errorOf(row) : null,
+    progress: parseJson<Json>(row.sy_progress, null),
+    tags: parseJson<string[]>(row.sy_tags, []),
+    dependsOn: [],
+    uniqueKey: row.sy_unique_key,
+    native,
+  };
+}
+
+function errorOf(row: JobRow): Job["error"] {
+  const message = row.details ?? "";
+  return row.sy_error_group ? { group: row.sy_error_group, message } : { message };
+}
+
+/** The columns of a new pending row for an enqueue. */
+export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueueInput, runAt: number | null, now: number) {
+  const { legacy, native } = splitNative(input.native ?? {}, []);
+  return {
+    name: input.name,
+    data: encodeData(input.data, store.dataFormat),
+    status: STATUS.pending,
+    attempts: 0,
+    locked_queue_id: runAt === null ? UNLOCKED : DELAYED_LOCK,
+    created_at: sqlDate(store, now),
+    updated_at: sqlDate(store, now),
+    ...legacy,
+    [SY.queue]: queue,
+    [SY.jobId]: input.id ?? null,
+    [SY.priority]: input.priority,
+    [SY.runAt]: runAt,
+    [SY.maxAttempts]: input.maxAttempts,
+    [SY.backoff]: input.backoff ? JSON.stringify(input.backoff) : null,
+    [SY.uniqueKey]: input.uniqueKey ?? null,
+    [SY.tags]: input.tags.length > 0 ? JSON.stringify(input.tags) : null,
+    [SY.native]: Object.keys(native).length > 0 ? JSON.stringify(native) : null,
+    [SY.createdMs]: now,
+  };
+}
+
+/** The columns of an imported job: its state, attempts, timestamps and extras as they were. */
+export function importRow(store: Store, queue: string, job: Job, now: number) {
+  const { legacy, native } = splitNative(job.native, DERIVED_NATIVE_KEYS);
+  // An active job's lease belongs to the old store: it arrives waiting, attempts kept.
+  const state = job.state === "active" ? "waiting" : job.state;
+  const delayed = state === "delayed" && job.runAt !== null && job.runAt > now;
+  const status = state === "waiting" || state === "delayed" ? STATUS.pending : state === "completed" ? STATUS.complete : STATUS.error;
+  const dataFormat = job.native.data_format === "yaml" ? "yaml" : store.dataFormat;
+  return {
+    name: job.name,
+    data: encodeData(job.data, dataFormat),
+    status,
+    attempts: job.attempts,
+    locked_queue_id: delayed ? DELAYED_LOCK : UNLOCKED,
+    created_at: sqlDate(store, job.createdAt),
+    updated_at: sqlDate(store, now),
+    details: job.error?.message ?? null,
+    duration:
+      state === "completed" && job.startedAt !== null && job.finishedAt !== null ? durationSeconds(job.startedAt, job.finishedAt) : null,
+    ...legacy,
+    [SY.queue]: queue,
+    [SY.jobId]: job.id,
+    [SY.priority]: job.priority,
+    [SY.runAt]: delayed ? job.runAt : null,
+    [SY.maxAttempts]: job.maxAttempts,
+    [SY.backoff]: job.backoff ? JSON.stringify(job.backoff) : null,
+    [SY.uniqueKey]: job.uniqueKey,
+    [SY.result]: job.result === null ? null : JSON.stringify(job.result),
+    [SY.progress]: job.progress === null ? null : JSON.stringify(job.progress),
+    [SY.errorGroup]: job.error?.group ?? null,
+    [SY.tags]: job.tags.length > 0 ? JSON.stringify(job.tags) : null,
+    [SY.native]: Object.keys(native).length > 0 ? JSON.stringify(native) : null,
+    [SY.createdMs]: job.createdAt,
+    [SY.startedMs]: job.startedAt,
+    [SY.finishedMs]: job.finishedAt,
+    [SY.canceledMs]: state === "canceled" ? (job.finishedAt ?? now) : null,
+  };
+}
+
+/**
+ * Splits native fields into the legacy columns they belong in (`taskable_id`, `taskable_type`) and
+ * the rest, which goes to `sy_native`; `drop` names keys that are derived from the row and not kept.
+ */
+function splitNative(
+  fields: Record<string, unknown>,
+  drop: string[],
+): { legacy: Record<string, unknown>; native: Record<string, unknown> } {
+  const legacy: Record<string, unknown> = {};
+  const native: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(fields)) {
+    if (key === "taskable_id") {
+      if (typeof value === "number" && Number.isInteger(value)) legacy.taskable_id = value;
+    } else if (key === "taskable_type") {
+      if (typeof value === "string") legacy.taskable_type = value.slice(0, 255);
+    } else if (!drop.includes(key)) {
+      native[key] = value;
+    }
+  }
+  return { legacy, native };
+}
+
+/** The legacy `duration` column: whole seconds of processing. */
+export function durationSeconds(startedMs: number, finishedMs: number): number {
+  return Math.max(0, Math.round((finishedMs - startedMs) / 1000));
+}
+
+/**
+ * A value for the legacy datetime columns. SQLite has no datetime type: write the text that
+ * `CURRENT_TIMESTAMP` produces (UTC), so rows from legacy-style inserts and ours read alike.
+ */
+export function sqlDate(store: Store, ms: number): Date | string {
+  const date = new Date(ms);
+  return store.dialect === "sqlite" ? date.toISOString().replace("T", " ").slice(0, 19) : date;
+}
+
+function dateMs(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.getTime();
+  if (typeof value === "number") return value;
+  if (typeof value === "string") {
+    // SQLite's CURRENT_TIMESTAMP text is UTC without a zone.
+    const ms = Date.parse(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/.test(value) ? `${value.replace(" ", "T")}Z` : value);
+    return Number.isNaN(ms) ? null : ms;
+  }
+  return null;
+}
+
+export function num(value: number | string | null | undefined): number | null {
+  if (value === null || value === undefined) return null;
+  const n = Number(value);
+  return Number.isFinite(n) ? n : null;
+}
+
+function parseJson<T>(text: string | null | undefined, fallback: T): T {
+  if (text === null || text === undefined || text === "") return fallback;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return fallback;
+  }
+}

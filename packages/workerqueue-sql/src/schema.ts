@@ -1,0 +1,119 @@
+import type { Knex } from "knex";
+import { SY, UNLOCKED } from "./columns.js";
+import type { Store } from "./options.js";
+
+type ColumnAdder = (table: Knex.CreateTableBuilder) => void;
+
+/**
+ * The README (ActiveRecord) layout of the Worker Queue table, minus `id`. A table created by
+ * `workqd --install-schema` lacks `duration` and `taskable_*`; ready() adds them.
+ */
+const LEGACY_COLUMNS: Array<[string, ColumnAdder]> = [
+  ["name", (t) => t.string("name", 255).notNullable()],
+  ["data", (t) => t.text("data")],
+  ["status", (t) => t.string("status", 255).notNullable()],
+  ["created_at", (t) => t.datetime("created_at")],
+  ["updated_at", (t) => t.datetime("updated_at")],
+  ["duration", (t) => t.integer("duration")],
+  ["taskable_id", (t) => t.integer("taskable_id")],
+  ["taskable_type", (t) => t.string("taskable_type", 255)],
+  ["details", (t) => t.text("details")],
+  ["locked_queue_id", (t) => t.string("locked_queue_id", 40).notNullable().defaultTo(UNLOCKED)],
+  ["attempts", (t) => t.integer("attempts").notNullable().defaultTo(0)],
+];
+
+/** What Switchyard adds: nullable, or with a default, so legacy INSERTs need not know about them. */
+const SWITCHYARD_COLUMNS: Array<[string, ColumnAdder]> = [
+  [SY.queue, (t) => t.string(SY.queue, 255)],
+  [SY.jobId, (t) => t.string(SY.jobId, 255)],
+  // NOT NULL with a default (rather than nullable) so ORDER BY priority means the same on every dialect.
+  [SY.priority, (t) => t.integer(SY.priority).notNullable().defaultTo(0)],
+  [SY.runAt, (t) => t.bigInteger(SY.runAt)],
+  [SY.worker, (t) => t.string(SY.worker, 255)],
+  [SY.leaseUntil, (t) => t.bigInteger(SY.leaseUntil)],
+  [SY.maxAttempts, (t) => t.integer(SY.maxAttempts)],
+  [SY.backoff, (t) => t.string(SY.backoff, 255)],
+  [SY.uniqueKey, (t) => t.string(SY.uniqueKey, 255)],
+  [SY.result, (t) => t.text(SY.result)],
+  [SY.progress, (t) => t.text(SY.progress)],
+  [SY.errorGroup, (t) => t.string(SY.errorGroup, 255)],
+  [SY.tags, (t) => t.text(SY.tags)],
+  [SY.native, (t) => t.text(SY.native)],
+  [SY.createdMs, (t) => t.bigInteger(SY.createdMs)],
+  [SY.startedMs, (t) => t.bigInteger(SY.startedMs)],
+  [SY.finishedMs, (t) => t.bigInteger(SY.finishedMs)],
+  [SY.canceledMs, (t) => t.bigInteger(SY.canceledMs)],
+];
+
+interface IndexSpec {
+  name: (table: string) => string;
+  /** Other names under which an equivalent index may already exist (the Rails migration's). */
+  aliases?: (table: string) => string[];
+  columns: string[];
+  unique: boolean;
+}
+
+const INDEXES: IndexSpec[] = [
+  {
+    // The README's `add_index :jobs, [:status, :locked_queue_id]`, which the legacy claim relies on.
+    name: (t) => `${t}_status_locked_idx`,
+    aliases: (t) => [`index_${t}_on_status_and_locked_queue_id`],
+    columns: ["status", "locked_queue_id"],
+    unique: false,
+  },
+  { name: (t) => `${t}_sy_queue_status_idx`, columns: [SY.queue, "status"], unique: false },
+  // Concurrent enqueues with one unique key (or one caller-chosen id) agree on a single row.
+  { name: (t) => `${t}_sy_unique_key_uq`, columns: [SY.queue, SY.uniqueKey], unique: true },
+  { name: (t) => `${t}_sy_job_id_uq`, columns: [SY.queue, SY.jobId], unique: true },
+];
+
+/** Creates the table, or completes a legacy one; idempotent, and safe when several processes race. */
+export async function ensureSchema(store: Store): Promise<void> {
+  const { knex, table } = store;
+  if (!(await knex.schema.hasTable(table))) {
+    await knex.schema.createTable(table, (t) => {
+      t.increments("id");
+      for (const [, add] of [...LEGACY_COLUMNS, ...SWITCHYARD_COLUMNS]) add(t);
+    });
+  } else {
+    const existing = new Set(Object.keys(await knex(table).columnInfo()));
+    const missing = [...LEGACY_COLUMNS, ...SWITCHYARD_COLUMNS].filter(([name]) => !existing.has(name));
+    if (missing.length > 0) {
+      await knex.schema.alterTable(table, (t) => {
+        for (const [, add] of missing) add(t);
+      });
+    }
+  }
+  const indexes = await indexNames(store);
+  for (const spec of INDEXES) {
+    const names = [spec.name(table), ...(spec.aliases?.(table) ?? [])];
+    if (names.some((name) => indexes.has(name.toLowerCase()))) continue;
+    await knex.schema.alterTable(table, (t) => {
+      if (spec.unique) t.unique(spec.columns, { indexName: spec.name(table) });
+      else t.index(spec.columns, spec.name(table));
+    });
+  }
+  if (!(await knex.schema.hasTable(store.pausedTable))) {
+    await knex.schema.createTable(store.pausedTable, (t) => {
+      t.string("queue", 255).primary();
+      t.bigInteger("paused_ms").notNullable();
+    });
+  }
+}
+
+async function indexNames(store: Store): Promise<Set<string>> {
+  const { knex, table } = store;
+  let rows: Array<{ name: string }>;
+  if (store.dialect === "postgres") {
+    rows = (await knex.raw("select indexname as name from pg_indexes where tablename = ? and schemaname = current_schema()", [table])).rows;
+  } else if (store.dialect === "mysql") {
+    const [found] = await knex.raw(
+      "select distinct index_name as name from information_schema.statistics where table_schema = database() and table_name = ?",
+      [table],
+    );
+    rows = found ?? [];
+  } else {
+    rows = await knex.raw("select name from sqlite_master where type = 'index' and tbl_name = ?", [table]);
+  }
+  return new Set(rows.map((row) => String(row.name).toLowerCase()));
+}

@@ -1,0 +1,151 @@
+import {
+  type CompleteOptions,
+  DEFAULT_LEASE_MS,
+  type FailOptions,
+  type HeartbeatOptions,
+  InvalidStateError,
+  type Job,
+  JobErrorSchema,
+  type JobState,
+  type Json,
+  LeaseLostError,
+  NotFoundError,
+  backoffDelay,
+  parseOrThrow,
+} from "@switchyard/core";
+import { DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { withRetry } from "./db-errors.js";
+import { findRow, rowById } from "./lookup.js";
+import type { Store } from "./options.js";
+import { durationSeconds, num, rowToJob, sqlDate, stateOf } from "./row.js";
+
+/** What a transition requires of the row before it may change it. */
+interface Expect {
+  /** Worker that must hold the lease, when the caller names one. */
+  worker?: string | undefined;
+  /** States the job must be in; otherwise `onWrongState` says which error. */
+  states: JobState[];
+  onWrongState: "invalid-state" | "lease-lost";
+}
+
+/**
+ * Reads the row, checks state and lease, then updates it only if it is still exactly as read (same
+ * status and lock id), so a concurrent claim or expiry cannot be overwritten. A lost race re-reads
+ * and re-checks, which turns it into the right typed error.
+ */
+async function transition(
+  store: Store,
+  queue: string,
+  id: string,
+  what: string,
+  expect: Expect,
+  change: (row: JobRow, now: number) => Record<string, unknown>,
+): Promise<Job> {
+  return withRetry(what, async () => {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const now = Date.now();
+      const row = await findRow(store, store.knex, queue, id);
+      if (!row) throw new NotFoundError(`workerqueue-sql: no job ${id} in queue ${queue}`, { queue, id });
+      const state = stateOf(row, now);
+      if (!expect.states.includes(state)) {
+        if (expect.onWrongState === "lease-lost") throw new LeaseLostError(`workerqueue-sql: job ${id} is ${state}, not held by a worker`);
+        throw new InvalidStateError(`workerqueue-sql: cannot ${what} job ${id}: it is ${state}`, { queue, id, state });
+      }
+      if (expect.worker !== undefined && state === "active" && row.sy_worker !== expect.worker) {
+        throw new LeaseLostError(`workerqueue-sql: job ${id} is not leased to ${expect.worker}`, { queue, id, worker: expect.worker });
+      }
+      const changed = await store
+        .knex(store.table)
+        .where("id", row.id)
+        .where("locked_queue_id", row.locked_queue_id ?? UNLOCKED)
+        .where("status", row.status ?? "")
+        .update({ ...change(row, now), updated_at: sqlDate(store, now) });
+      if (changed === 1) return rowToJob(store, await rowById(store, store.knex, row.id));
+    }
+    throw new LeaseLostError(`workerqueue-sql: job ${id} kept changing while being updated`);
+  });
+}
+
+export function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  return transition(
+    store,
+    queue,
+    id,
+    "heartbeat",
+    { worker: options.worker, states: ["active"], onWrongState: "lease-lost" },
+    (_, now) => ({
+      [SY.worker]: options.worker,
+      [SY.leaseUntil]: now + leaseMs,
+      ...(options.progress !== undefined ? { [SY.progress]: JSON.stringify(options.progress) } : {}),
+    }),
+  );
+}
+
+export function setJobProgress(store: Store, queue: string, id: string, worker: string | undefined, progress: Json): Promise<Job> {
+  return transition(store, queue, id, "set progress of", { worker, states: ["active"], onWrongState: "invalid-state" }, () => ({
+    [SY.progress]: JSON.stringify(progress),
+  }));
+}
+
+/** Finished: status `complete`, unlocked, `duration` in seconds as rjqueue writes it. */
+export function completeJob(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
+  return transition(
+    store,
+    queue,
+    id,
+    "complete",
+    { worker: options.worker, states: ["active"], onWrongState: "invalid-state" },
+    (row, now) =>
+      finished(row, now, STATUS.complete, {
+        ...(options.result !== undefined ? { [SY.result]: JSON.stringify(options.result) } : {}),
+      }),
+  );
+}
+
+/** Retries (pending, after the backoff) while attempts remain, else `error` for good. */
+export function failJob(store: Store, queue: string, id: string, options: FailOptions): Promise<Job> {
+  const error = parseOrThrow(JobErrorSchema, options.error, "error");
+  return transition(store, queue, id, "fail", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, now) => {
+    const attempts = Number(row.attempts ?? 0);
+    const maxAttempts = num(row.sy_max_attempts) ?? 3;
+    const errorColumns = { details: error.message, [SY.errorGroup]: error.group ?? null };
+    if (options.retry === false || attempts >= maxAttempts) return finished(row, now, STATUS.error, errorColumns);
+    const backoff = row.sy_backoff ? JSON.parse(row.sy_backoff) : null;
+    const delay = options.retryDelay ?? backoffDelay(backoff, attempts);
+    return {
+      ...errorColumns,
+      status: STATUS.pending,
+      locked_queue_id: delay > 0 ? DELAYED_LOCK : UNLOCKED,
+      [SY.runAt]: delay > 0 ? now + delay : null,
+      [SY.worker]: null,
+      [SY.leaseUntil]: null,
+    };
+  });
+}
+
+/** Withdrawn: status `error` (which no daemon picks up) with `sy_canceled_ms` set. */
+export async function cancelJob(store: Store, queue: string, id: string): Promise<void> {
+  await transition(
+    store,
+    queue,
+    id,
+    "cancel",
+    { states: ["waiting", "delayed", "active", "blocked"], onWrongState: "invalid-state" },
+    (row, now) => finished(row, now, STATUS.error, { [SY.canceledMs]: now, details: row.details ?? "canceled" }),
+  );
+}
+
+function finished(row: JobRow, now: number, status: string, extra: Record<string, unknown>): Record<string, unknown> {
+  const started = num(row.sy_started_ms);
+  return {
+    status,
+    locked_queue_id: UNLOCKED,
+    duration: started !== null && status === STATUS.complete ? durationSeconds(started, now) : null,
+    [SY.worker]: null,
+    [SY.leaseUntil]: null,
+    [SY.runAt]: null,
+    [SY.finishedMs]: now,
+    ...extra,
+  };
+}

@@ -1,0 +1,60 @@
+import type { JobState } from "@switchyard/core";
+import type { Knex } from "knex";
+import { ACTIVE_STATUSES, DELAYED_LOCK, MAX_ROW_ID, STATUS, SY, UNLOCKED } from "./columns.js";
+import type { Store } from "./options.js";
+
+type Builder = Knex.QueryBuilder;
+
+/** Rows of a queue: legacy rows (no `sy_queue`) belong to the default queue. */
+export function whereQueue(store: Store, query: Builder, queue: string): Builder {
+  if (queue !== store.defaultQueue) return query.where(SY.queue, queue);
+  return query.where((q) => q.where(SY.queue, queue).orWhereNull(SY.queue));
+}
+
+/**
+ * The row a job id names: a caller-chosen or imported id lives in `sy_job_id`; any other id is the
+ * row's integer `id`. Non-numeric or out-of-range ids never reach the integer column (Postgres
+ * would reject the comparison).
+ */
+export function whereJobId(query: Builder, id: string): Builder {
+  const rowId = /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID ? Number(id) : null;
+  if (rowId === null) return query.where(SY.jobId, id);
+  return query.where((q) => q.where(SY.jobId, id).orWhere((inner) => inner.whereNull(SY.jobId).andWhere("id", rowId)));
+}
+
+/** Pending rows a reserve may take now: unlocked, or delayed and due. */
+export function whereDue(query: Builder, now: number): Builder {
+  return query
+    .where("status", STATUS.pending)
+    .whereIn("locked_queue_id", [UNLOCKED, DELAYED_LOCK])
+    .where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
+}
+
+/** Rows Switchyard handed out whose lease ran out; legacy claims (no lease) are never taken back. */
+export function whereLeaseExpired(query: Builder, now: number): Builder {
+  return query.whereIn("status", ACTIVE_STATUSES).whereNotNull(SY.leaseUntil).where(SY.leaseUntil, "<", now);
+}
+
+/** Rows in a core state; the inverse of `stateOf` in row.ts. */
+export function whereState(query: Builder, state: JobState, now: number): Builder {
+  switch (state) {
+    case "waiting":
+      return query.where("status", STATUS.pending).where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
+    case "delayed":
+      return query.where("status", STATUS.pending).where(SY.runAt, ">", now);
+    case "active":
+      return query.whereIn("status", ACTIVE_STATUSES);
+    case "completed":
+      return query.whereIn("status", [STATUS.complete, "completed"]);
+    case "canceled":
+      return query.where("status", STATUS.error).whereNotNull(SY.canceledMs);
+    case "failed":
+      // Everything stateOf() does not place elsewhere, unknown statuses included.
+      return query
+        .where((q) => q.whereNull("status").orWhereNotIn("status", [STATUS.pending, ...ACTIVE_STATUSES, STATUS.complete, "completed"]))
+        .where((q) => q.whereNull(SY.canceledMs).orWhereNot("status", STATUS.error));
+    case "blocked":
+      // Dependencies are not supported, so no row is ever blocked.
+      return query.whereRaw("1 = 0");
+  }
+}

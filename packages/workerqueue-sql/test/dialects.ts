@@ -1,0 +1,55 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serviceUrl } from "@switchyard/conformance";
+import knexFactory, { type Knex } from "knex";
+import type { Dialect } from "../src/index.js";
+import { knexFromUrl } from "../src/options.js";
+
+/** The three databases every Worker Queue test runs on; SQLite is a fresh file per test file. */
+export const DIALECTS: Dialect[] = ["sqlite", "postgres", "mysql"];
+
+export function urlFor(dialect: Dialect): string {
+  if (dialect === "sqlite") return `sqlite:${join(mkdtempSync(join(tmpdir(), "switchyard-wq-")), "jobs.sqlite")}`;
+  return serviceUrl(dialect);
+}
+
+/** A table name no other test run uses, so parallel files never collide on one server. */
+export function randomTable(prefix = "wq"): string {
+  return `${prefix}_${randomBytes(5).toString("hex")}`;
+}
+
+/** A direct connection for probes and legacy-style SQL, independent of the backend under test. */
+export function rawKnex(url: string): Knex {
+  return knexFromUrl(url);
+}
+
+/** The dialect's spelling of MySQL's NOW() in a legacy INSERT. */
+export function nowSql(dialect: Dialect): string {
+  return dialect === "sqlite" ? "CURRENT_TIMESTAMP" : "NOW()";
+}
+
+/** Compares the integer id column with a string id without tripping Postgres' type checks. */
+export function idTextSql(dialect: Dialect): string {
+  return dialect === "postgres" ? "cast(id as varchar)" : dialect === "mysql" ? "cast(id as char)" : "cast(id as text)";
+}
+
+/** The `workqd --install-schema` DDL (spec §1.2) in each dialect. */
+export function legacyDdl(dialect: Dialect, table: string): string {
+  if (dialect === "mysql") {
+    return `create table ${table} ( id int(11) not null auto_increment,
+      name varchar(255) NOT NULL, status varchar(255) NOT NULL,
+      attempts int(11) default 0, locked_queue_id varchar(40) default '',
+      data TEXT, details TEXT, created_at datetime, updated_at datetime,
+      PRIMARY KEY (id) ) ENGINE=InnoDB DEFAULT CHARSET=utf8`;
+  }
+  const id = dialect === "postgres" ? "id serial primary key" : "id integer primary key autoincrement";
+  const datetime = dialect === "postgres" ? "timestamp" : "datetime";
+  return `create table ${table} ( ${id},
+    name varchar(255) NOT NULL, status varchar(255) NOT NULL,
+    attempts int default 0, locked_queue_id varchar(40) default '',
+    data TEXT, details TEXT, created_at ${datetime}, updated_at ${datetime} )`;
+}
+
+export { knexFactory };
