@@ -4,6 +4,9 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ErrorFormat, GatewayEnv } from "./errors.js";
 
+/** Deeper JSON is refused: validating it recursively would exhaust the stack (a 500 for bad input). */
+export const MAX_JSON_DEPTH = 100;
+
 /** Request bodies above this are refused with 413 before any of them is parsed. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -32,9 +35,26 @@ export async function readJson(c: Context<GatewayEnv>, options: { optional?: boo
     if (options.optional) return undefined;
     throw new ValidationError("request body is empty; a JSON body is required");
   }
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (error) {
     throw new ValidationError(`request body is not valid JSON: ${(error as Error).message}`);
   }
+  if (depthOf(value) > MAX_JSON_DEPTH) throw new ValidationError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  return value;
+}
+
+/** Nesting depth of parsed JSON, measured without recursion so a hostile body cannot overflow the stack here either. */
+function depthOf(root: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[root, 1]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (typeof value !== "object" || value === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }

@@ -13,6 +13,8 @@ afterAll(async () => {
 const twoMegabytes = JSON.stringify({ name: "Big", data: "x".repeat(2 * 1024 * 1024) });
 const twoMegabytesCloudq = JSON.stringify({ job: { klass: "Big", args: ["x".repeat(2 * 1024 * 1024)] } });
 
+const deeplyNested = "[".repeat(100_000) + "]".repeat(100_000);
+
 /** [what, method, path, body, status, message fragment] */
 const nativeCases: Array<[string, string, string, string | object | undefined, number, string]> = [
   ["malformed JSON", "POST", "/v1/queues/jobs.a/jobs", '{"name": "A",', 400, "not valid JSON"],
@@ -21,6 +23,8 @@ const nativeCases: Array<[string, string, string, string | object | undefined, n
   ["a name that is not a string", "POST", "/v1/queues/jobs.a/jobs", { name: 42 }, 400, "name"],
   ["a 2 MB body", "POST", "/v1/queues/jobs.a/jobs", twoMegabytes, 413, "1 MiB"],
   ["a queue no route matches", "POST", "/v1/queues/other/jobs", { name: "A" }, 404, 'queue "other"'],
+  ["data nested 100 000 levels deep", "POST", "/v1/queues/jobs.a/jobs", `{"name":"A","data":${deeplyNested}}`, 400, "nested deeper"],
+  ["a queue name over 255 characters", "POST", `/v1/queues/jobs.${"x".repeat(260)}/jobs`, { name: "A" }, 400, "queue name"],
   ["a bulk batch with one bad item", "POST", "/v1/queues/jobs.a/jobs/bulk", { jobs: [{ name: "ok" }, { name: "" }] }, 400, "jobs.1.name"],
   ["an empty bulk batch", "POST", "/v1/queues/jobs.a/jobs/bulk", { jobs: [] }, 400, "jobs"],
   ["a reserve without worker", "POST", "/v1/queues/jobs.a/reserve", {}, 400, "worker"],
@@ -43,6 +47,7 @@ const cloudqCases: Array<[string, string, string, string | object | undefined, n
   ["a job without args", "POST", "/cloudq/jobs.a", { job: { klass: "K" } }, 400, "args key required"],
   ["a body that is an array", "POST", "/cloudq/jobs.a", [{ klass: "K", args: [] }], 400, "job object required"],
   ["a 2 MB body", "POST", "/cloudq/jobs.a", twoMegabytesCloudq, 413, "1 MiB"],
+  ["args nested 100 000 levels deep", "POST", "/cloudq/jobs.a", `{"job":{"klass":"K","args":${deeplyNested}}}`, 400, "nested deeper"],
   ["a queue no route matches", "POST", "/cloudq/other", { job: { klass: "K", args: [] } }, 404, 'queue "other"'],
   ["a reserve on a queue no route matches", "GET", "/cloudq/other", undefined, 404, 'queue "other"'],
 ];
