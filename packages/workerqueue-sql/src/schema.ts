@@ -67,8 +67,23 @@ const INDEXES: IndexSpec[] = [
   { name: (t) => `${t}_sy_job_id_uq`, columns: [SY.queue, SY.jobId], unique: true },
 ];
 
-/** Creates the table, or completes a legacy one; idempotent, and safe when several processes race. */
-export async function ensureSchema(store: Store): Promise<void> {
+/**
+ * Creates the table, or completes a legacy one; idempotent. Several processes may race to do it
+ * (the loser's CREATE or ALTER fails with "already exists"): each attempt starts by looking at what
+ * is there, so the next attempt finds the winner's work done.
+ */
+export async function ensureSchema(store: Store, attempts = 5): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ensureSchemaOnce(store);
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20 * attempt + Math.random() * 50));
+    }
+  }
+}
+
+async function ensureSchemaOnce(store: Store): Promise<void> {
   const { knex, table } = store;
   if (!(await knex.schema.hasTable(table))) {
     await knex.schema.createTable(table, (t) => {
