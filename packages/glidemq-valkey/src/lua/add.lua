@@ -1,0 +1,54 @@
+-- Adds jobs exactly as glidemq_addJob (and, with a dedup id, glidemq_dedup) does; several jobs in
+-- one call are added atomically, in order (bulk enqueue).
+-- KEYS: id, stream, scheduled, events, lifo, priority, dedup
+-- ARGV: 15 per job: name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, lifo,
+--       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce)
+-- Returns per job {'created', id} | {'skipped', existingId} | {'duplicate', id}.
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
+local dedupKey = KEYS[7]
+
+-- nil when the job may be created, else the id of the live job that makes it a duplicate.
+local function dedupBlocks(a)
+  local existing = redis.call('HGET', dedupKey, a[13])
+  if not existing then return nil end
+  local sep = string.find(existing, ':', 1, true)
+  if not sep then return nil end
+  local existingId = string.sub(existing, 1, sep - 1)
+  local existingKey = prefix .. 'job:' .. existingId
+  local state = redis.call('HGET', existingKey, 'state')
+  local mode = a[15]
+  if mode == 'throttle' then
+    local ttl = tonumber(a[14]) or 0
+    local storedAt = tonumber(string.sub(existing, sep + 1))
+    if ttl > 0 and storedAt and tonumber(a[4]) - storedAt < ttl then return existingId end
+    return nil
+  end
+  if mode == 'debounce' and (state == 'delayed' or state == 'prioritized') then
+    redis.call('ZREM', prefix .. 'scheduled', existingId)
+    redis.call('UNLINK', existingKey)
+    if a[11] ~= '1' then emitEvent(prefix .. 'events', 'removed', existingId, nil) end
+    return nil
+  end
+  if state and state ~= 'completed' and state ~= 'failed' then return existingId end
+  return nil
+end
+
+local results = {}
+for offset = 0, #ARGV - 1, 15 do
+  local a = {}
+  for i = 1, 15 do a[i] = ARGV[offset + i] end
+  local blocker = nil
+  if a[13] ~= '' then blocker = dedupBlocks(a) end
+  if blocker then
+    results[#results + 1] = {'skipped', blocker}
+  else
+    local jobId, duplicate = createJob(prefix, KEYS[1], a)
+    if not jobId then
+      results[#results + 1] = {'duplicate', duplicate}
+    else
+      if a[13] ~= '' then redis.call('HSET', dedupKey, a[13], jobId .. ':' .. a[4]) end
+      results[#results + 1] = {'created', jobId}
+    end
+  end
+end
+return results

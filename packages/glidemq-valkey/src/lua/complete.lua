@@ -1,0 +1,33 @@
+-- Completes an active job exactly as glidemq_complete does, optionally claiming the next one in the
+-- same call as glidemq_completeAndFetchNext does (with its `active` event for list jobs).
+-- KEYS: stream, completed, events, job, metrics:completed, list-active
+-- ARGV: jobId, entryId ('-' = the one Switchyard recorded), returnvalue, now, group,
+--       leaseWorker ('' = no lease check), fetchNext (1/0), consumer
+-- Returns {'OK', nextJobId, nextEntryId, nextHash} | {'OK'} | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
+local jobKey = KEYS[4]
+local jobId = ARGV[1]
+local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
+local now = tonumber(ARGV[4])
+local h = redis.call('HMGET', jobKey, 'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts')
+if not h[1] then return {'NOT_FOUND'} end
+if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
+if ARGV[6] ~= '' and (h[2] ~= ARGV[6] or h[3] ~= h[4]) then return {'LEASE_LOST'} end
+local entryId = ARGV[2]
+if entryId == '-' then entryId = h[5] or '' end
+local processedOn = tonumber(h[3]) or now
+
+ackAndDelete(KEYS[1], ARGV[5], entryId)
+redis.call('ZADD', KEYS[2], now, jobId)
+redis.call('HSET', jobKey, 'state', 'completed', 'returnvalue', ARGV[3], 'finishedOn', ARGV[4])
+clearLease(prefix, jobKey, jobId)
+emitEvent(KEYS[3], 'completed', jobId, {'returnvalue', ARGV[3]})
+recordMetrics(KEYS[5], now, now - processedOn)
+if entryId == '' then decrListActive(KEYS[6]) end
+notifyParent(prefix, jobKey, jobId)
+applyRetention(KEYS[2], prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
+
+if ARGV[7] ~= '1' then return {'OK'} end
+local ctx = { prefix = prefix, now = now, group = ARGV[5], consumer = ARGV[8], leaseWorker = '', leaseUntil = '', activeEvents = true }
+local next = fetchJobs(ctx, 1, {})
+if #next == 0 then return {'OK'} end
+return {'OK', next[1][1], next[1][2], next[1][3]}

@@ -1,0 +1,42 @@
+-- Cancels a job the way glidemq_revoke marks it (revoked=1, failed with reason `revoked`), and also
+-- takes an active job from its worker: its stream entry is acknowledged and deleted.
+-- KEYS: job, stream, scheduled, failed, events, priority, lifo, list-active
+-- ARGV: jobId, now, group
+-- Returns 'revoked' | 'NOT_FOUND' | 'INVALID_STATE:<state>'
+local jobKey = KEYS[1]
+local jobId = ARGV[1]
+local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
+local h = redis.call('HMGET', jobKey, 'state', 'syEntryId')
+local state = h[1]
+if not state then return 'NOT_FOUND' end
+if state == 'completed' or state == 'failed' then return 'INVALID_STATE:' .. state end
+redis.call('ZREM', KEYS[3], jobId)
+local inList = redis.call('LREM', KEYS[6], 0, jobId) + redis.call('LREM', KEYS[7], 0, jobId)
+local entryId = h[2] or nil
+local inStream = state == 'waiting' or state == 'active'
+if entryId == nil and inList == 0 and inStream then
+  -- Not claimed through Switchyard: find the job's stream entry (waiting, or held by a glide-mq worker).
+  local cursor = '-'
+  while entryId == nil do
+    local entries = redis.call('XRANGE', KEYS[2], cursor, '+', 'COUNT', 1000)
+    if #entries == 0 then break end
+    for _, entry in ipairs(entries) do
+      local fields = entry[2]
+      for f = 1, #fields, 2 do
+        if fields[f] == 'jobId' and fields[f + 1] == jobId then entryId = entry[1] end
+      end
+      if entryId then break end
+    end
+    cursor = '(' .. entries[#entries][1]
+  end
+end
+if entryId and entryId ~= '' then
+  ackAndDelete(KEYS[2], ARGV[3], entryId)
+elseif state == 'active' then
+  decrListActive(KEYS[8])
+end
+clearLease(prefix, jobKey, jobId)
+redis.call('ZADD', KEYS[4], tonumber(ARGV[2]), jobId)
+redis.call('HSET', jobKey, 'revoked', '1', 'state', 'failed', 'failedReason', 'revoked', 'finishedOn', ARGV[2])
+emitEvent(KEYS[5], 'revoked', jobId, nil)
+return 'revoked'

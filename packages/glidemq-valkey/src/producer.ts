@@ -1,0 +1,104 @@
+import { encodeData } from "./codec.js";
+import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
+import { type GlideJobOptions, checkOptions } from "./options.js";
+import { type RedisClient, runScript } from "./scripts.js";
+
+export interface GlideProducerOptions {
+  /** Key prefix; glide-mq's default is `glide`. */
+  prefix?: string;
+  /** `gzip` stores data as `gz:` + base64(gzip(json)), as a glide-mq Queue with `compression: 'gzip'`. */
+  compression?: "gzip";
+  /** false skips the `added` event, as glide-mq's `events: false`. */
+  events?: boolean;
+  /** Milliseconds since the epoch; injectable so recorded traces can be replayed. */
+  clock?: () => number;
+}
+
+export interface NewJob {
+  name: string;
+  data?: unknown;
+  opts?: GlideJobOptions;
+  /** Switchyard's own hash fields (names starting with `sy`), written beside the native ones. */
+  extraFields?: Record<string, string>;
+}
+
+export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
+
+/** At most this many jobs go into one atomic script call, as glide-mq's addBulk chunks by 1000. */
+const BULK_CHUNK = 1000;
+const ADD_ARGS = 15;
+
+/**
+ * Adds jobs to one queue exactly as glide-mq's `Queue.add` / `addBulk` does (glidemq_addJob and
+ * glidemq_dedup), with Switchyard's own scripts.
+ */
+export class GlideProducer {
+  readonly keys: QueueKeys;
+  private readonly clock: () => number;
+
+  constructor(
+    private readonly client: RedisClient,
+    readonly queue: string,
+    private readonly options: GlideProducerOptions = {},
+  ) {
+    this.keys = queueKeys(queue, options.prefix ?? DEFAULT_PREFIX);
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** The new job's id, or null when a custom id already exists or deduplication skipped it. */
+  async add(name: string, data?: unknown, opts?: GlideJobOptions): Promise<string | null> {
+    const [outcome] = await this.addMany([{ name, data, opts }]);
+    return outcome?.status === "created" ? outcome.id : null;
+  }
+
+  /** Ids in order; null where a job was skipped (glide-mq's addBulk leaves those out). */
+  async addBulk(jobs: NewJob[]): Promise<Array<string | null>> {
+    return (await this.addMany(jobs)).map((o) => (o.status === "created" ? o.id : null));
+  }
+
+  /** Validates every job before writing any; each chunk of 1000 is written atomically. */
+  async addMany(jobs: NewJob[]): Promise<AddOutcome[]> {
+    const prepared = jobs.map((job) => this.prepare(job));
+    const outcomes: AddOutcome[] = [];
+    for (let start = 0; start < prepared.length; start += BULK_CHUNK) {
+      const args = prepared.slice(start, start + BULK_CHUNK).flat();
+      const k = this.keys;
+      const reply = (await runScript(
+        this.client,
+        "add",
+        [k.id, k.stream, k.scheduled, k.events, k.lifo, k.priority, k.dedup],
+        args,
+      )) as Array<[AddOutcome["status"], string]>;
+      for (const [status, id] of reply) outcomes.push({ status, id: String(id) });
+    }
+    return outcomes;
+  }
+
+  private prepare(job: NewJob): string[] {
+    checkOptions(job.opts);
+    const opts = job.opts;
+    const data = encodeData(job.data, this.options.compression);
+    const extra = job.extraFields && Object.keys(job.extraFields).length > 0 ? JSON.stringify(job.extraFields) : "";
+    const dedup = opts?.deduplication;
+    // glide-mq stores `JSON.stringify(opts)` verbatim, `{}` when none was given.
+    const args = [
+      job.name,
+      data,
+      opts !== undefined ? JSON.stringify(opts) : "{}",
+      String(this.clock()),
+      String(opts?.delay ?? 0),
+      String(opts?.priority ?? 0),
+      String(opts?.attempts ?? 0),
+      String(opts?.ttl ?? 0),
+      opts?.jobId ?? "",
+      opts?.lifo ? "1" : "0",
+      this.options.events === false ? "1" : "0",
+      extra,
+      dedup?.id ?? "",
+      String(dedup?.ttl ?? 0),
+      dedup?.mode ?? "simple",
+    ];
+    if (args.length !== ADD_ARGS) throw new Error("glidemq-valkey: add arguments out of step with add.lua");
+    return args;
+  }
+}

@@ -1,0 +1,71 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { Cluster, Redis } from "ioredis";
+
+/** A Redis or Redis Cluster client of ioredis; every key of a call shares one hash tag. */
+export type RedisClient = Redis | Cluster;
+
+export type ScriptName =
+  | "add"
+  | "reserve"
+  | "complete"
+  | "fail"
+  | "promote"
+  | "reclaim-stalled"
+  | "heartbeat"
+  | "revoke"
+  | "pause"
+  | "import";
+
+interface LoadedScript {
+  name: ScriptName;
+  source: string;
+  sha: string;
+}
+
+function luaDir(): string {
+  // Next to this module in the sources; from dist, the package ships src/lua as well.
+  const here = fileURLToPath(new URL("./lua/", import.meta.url));
+  return existsSync(here) ? here : fileURLToPath(new URL("../src/lua/", import.meta.url));
+}
+
+const cache = new Map<ScriptName, LoadedScript>();
+
+/** The script text: lib.lua's helpers, then the operation. Run by EVALSHA; no server function names. */
+export function script(name: ScriptName): LoadedScript {
+  let loaded = cache.get(name);
+  if (!loaded) {
+    const dir = luaDir();
+    const source = `${readFileSync(`${dir}lib.lua`, "utf8")}\n${readFileSync(`${dir}${name}.lua`, "utf8")}`;
+    loaded = { name, source, sha: createHash("sha1").update(source).digest("hex") };
+    cache.set(name, loaded);
+  }
+  return loaded;
+}
+
+const ALL: ScriptName[] = ["add", "reserve", "complete", "fail", "promote", "reclaim-stalled", "heartbeat", "revoke", "pause", "import"];
+
+function isCluster(client: RedisClient): client is Cluster {
+  return "nodes" in client && typeof (client as Cluster).nodes === "function" && (client as Cluster).isCluster === true;
+}
+
+/** SCRIPT LOAD on every primary, so that EVALSHA (alone or inside MULTI) finds the scripts. */
+export async function loadScripts(client: RedisClient): Promise<void> {
+  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client as Redis];
+  await Promise.all(nodes.flatMap((node) => ALL.map((name) => node.script("LOAD", script(name).source))));
+}
+
+/** EVALSHA, falling back to EVAL when the server lost its script cache (restart, SCRIPT FLUSH). */
+export async function runScript(client: RedisClient, name: ScriptName, keys: string[], args: Array<string | number>): Promise<unknown> {
+  const { sha, source } = script(name);
+  try {
+    return await client.evalsha(sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith("NOSCRIPT")) return client.eval(source, keys.length, ...keys, ...args);
+    throw error;
+  }
+}
+
+export { isCluster };
