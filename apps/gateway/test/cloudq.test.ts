@@ -81,6 +81,24 @@ describe("Cloudq door at /cloudq", () => {
     expect(missing.json).toMatchObject({ status: "error", message: expect.stringContaining("999999999") });
   });
 
+  it("hands out a job enqueued through /v1 with non-array data as args [data], and nothing from a paused queue", async () => {
+    const q = queue();
+    await t.request("POST", `/v1/queues/${q}/jobs`, { name: "FromV1", data: { to: "a@b.c" } });
+    await t.request("POST", `/v1/queues/${q}/pause`);
+    expect((await t.request("GET", `/cloudq/${q}`)).json).toEqual({ status: "empty" });
+    await t.request("POST", `/v1/queues/${q}/resume`);
+    const got = await t.request("GET", `/cloudq/${q}`);
+    expect(got.json).toMatchObject({ klass: "FromV1", args: [{ to: "a@b.c" }] });
+  });
+
+  it("DELETE completes a job another worker reserved through /v1 (Cloudq's DELETE names no worker)", async () => {
+    const q = queue();
+    await t.request("POST", `/v1/queues/${q}/jobs`, { name: "Shared" });
+    const [job] = (await t.request("POST", `/v1/queues/${q}/reserve`, { worker: "v1-worker" })).json.jobs;
+    expect((await t.request("DELETE", `/cloudq/${q}/${job.id}`)).json).toEqual({ status: "success" });
+    expect((await t.request("GET", `/v1/queues/${q}/jobs/${job.id}`)).json.job.state).toBe("completed");
+  });
+
   it("GET /cloudq/stats answers [{key, value:{published, consumed, complete}}] from the backend counts", async () => {
     const q = queue();
     for (let i = 0; i < 3; i++) await t.request("POST", `/cloudq/${q}`, { job: { klass: "K", args: [i] } });

@@ -106,6 +106,28 @@ describe("native /v1 door", () => {
     expect(t.nativeRows().find((r) => String(r.id) === reserved.id)?.status).toBe("error");
   });
 
+  it("POST .../fail without retry=false puts the job back for another attempt while attempts remain", async () => {
+    const q = queue();
+    await enqueue(q, { name: "Flaky", maxAttempts: 2 });
+    const reserved = await reserveOne(q);
+    const res = await t.request("POST", `/v1/queues/${q}/jobs/${reserved.id}/fail`, { worker: "w1", error: { message: "try again" } });
+    expect(res.status).toBe(200);
+    expect(["waiting", "delayed"]).toContain(res.json.job.state);
+    expect(res.json.job.attempts).toBe(1);
+    const again = await reserveOne(q, "w2");
+    expect(again).toMatchObject({ id: reserved.id, attempts: 2 });
+  });
+
+  it("POST .../complete naming a worker that does not hold the lease is 409 LEASE_LOST and the job stays active", async () => {
+    const q = queue();
+    await enqueue(q);
+    const reserved = await reserveOne(q, "holder");
+    const res = await t.request("POST", `/v1/queues/${q}/jobs/${reserved.id}/complete`, { worker: "intruder" });
+    expect(res.status).toBe(409);
+    expect(res.json.error.code).toBe("LEASE_LOST");
+    expect((await t.request("GET", `/v1/queues/${q}/jobs/${reserved.id}`)).json.job.state).toBe("active");
+  });
+
   it("DELETE /v1/queues/:queue/jobs/:id cancels a waiting job with 204; the job is no longer reservable", async () => {
     const q = queue();
     const job = await enqueue(q);
