@@ -10,6 +10,7 @@ import {
   type Json,
   LeaseLostError,
   NotFoundError,
+  ValidationError,
   backoffDelay,
   parseOrThrow,
 } from "@switchyard/core";
@@ -54,12 +55,13 @@ async function transition(
       if (expect.worker !== undefined && state === "active" && row.sy_worker !== expect.worker) {
         throw new LeaseLostError(`workerqueue-sql: job ${id} is not leased to ${expect.worker}`, { queue, id, worker: expect.worker });
       }
-      const changed = await store
-        .knex(store.table)
-        .where("id", row.id)
-        .where("locked_queue_id", row.locked_queue_id ?? UNLOCKED)
-        .where("status", row.status ?? "")
-        .update({ ...change(row, now), updated_at: sqlDate(store, now) });
+      const update = store.knex(store.table).where("id", row.id);
+      // The row must still be as read: same status and same lock id (a re-claim always changes the lock).
+      if (row.locked_queue_id === null) update.whereNull("locked_queue_id");
+      else update.where("locked_queue_id", row.locked_queue_id);
+      if (row.status === null) update.whereNull("status");
+      else update.where("status", row.status);
+      const changed = await update.update({ ...change(row, now), updated_at: sqlDate(store, now) });
       if (changed === 1) return rowToJob(store, await rowById(store, store.knex, row.id));
     }
     throw new LeaseLostError(`workerqueue-sql: job ${id} kept changing while being updated`);
@@ -68,6 +70,10 @@ async function transition(
 
 export function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
+  if (typeof options.worker !== "string" || options.worker.length === 0) {
+    throw new ValidationError("workerqueue-sql: heartbeat needs the worker that holds the lease");
+  }
   return transition(
     store,
     queue,
