@@ -1,3 +1,14 @@
+export { QLESS_CAPABILITIES, type QlessBackend, createQlessBackend } from "./backend.js";
+export { translateError } from "./errors.js";
+export {
+  type ImportRecord,
+  type QlessJobJson,
+  type SwitchyardDocument,
+  type SwitchyardMeta,
+  toCoreJob,
+  toImportRecord,
+} from "./job-mapping.js";
+export type { QlessBackendOptions } from "./options.js";
 export {
   type QlessReply,
   QlessScriptError,

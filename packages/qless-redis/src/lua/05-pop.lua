@@ -133,10 +133,11 @@ function Q.peek(now, queue, count)
   return jids
 end
 
-function Q.pop(now, queue, worker, count)
+-- `lease_seconds` is Switchyard's extension (switchyard.pop); qless's pop uses the heartbeat config.
+function Q.pop(now, queue, worker, count, lease_seconds)
   assert(worker, 'Pop(): Arg "worker" missing')
   count = assert(tonumber(count), 'Pop(): Arg "count" missing or not a number: ' .. tostring(count))
-  local expires = now + heartbeat_seconds(queue)
+  local expires = now + (lease_seconds or heartbeat_seconds(queue))
 
   if is_paused(queue) then
     return {}

@@ -1,9 +1,10 @@
 -- Part 7: operations on one job: heartbeat, priority, timeout, depends, cancel, log.
 
-function Q.heartbeat(now, jid, worker, data)
+-- `lease_seconds` is Switchyard's extension (switchyard.heartbeat).
+function Q.heartbeat(now, jid, worker, data, lease_seconds)
   assert(worker, 'Heatbeat(): Arg "worker" missing') -- sic: qless's spelling
   local queue = redis.call('hget', job_key(jid), 'queue') or ''
-  local expires = now + heartbeat_seconds(queue)
+  local expires = now + (lease_seconds or heartbeat_seconds(queue))
   if data then
     data = cjson.decode(data)
   end

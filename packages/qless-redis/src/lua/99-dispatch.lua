@@ -42,8 +42,8 @@ API['retry'] = function(now, jid, ...)
   return Q.retry(now, need_jid(jid), ...)
 end
 
-API['heartbeat'] = function(now, jid, ...)
-  return Q.heartbeat(now, need_jid(jid), ...)
+API['heartbeat'] = function(now, jid, worker, data)
+  return Q.heartbeat(now, need_jid(jid), worker, data)
 end
 
 API['priority'] = function(now, jid, priority)

@@ -1,0 +1,273 @@
+import { randomUUID } from "node:crypto";
+import {
+  type Backend,
+  type Capabilities,
+  type CompleteOptions,
+  ConflictError,
+  DEFAULT_LEASE_MS,
+  type EnqueueInput,
+  type EnqueueResult,
+  type ExportOptions,
+  type FailOptions,
+  type HeartbeatOptions,
+  type ImportResult,
+  type Job,
+  type JobCounts,
+  type Json,
+  type ListOptions,
+  NotFoundError,
+  type Page,
+  type ReserveOptions,
+  UnsupportedError,
+  ValidationError,
+  backoffDelay,
+  decodeCursor,
+  encodeCursor,
+  normalizeEnqueueInput,
+  runAtOf,
+} from "@switchyard/core";
+import { translateError } from "./errors.js";
+import { type SwitchyardDocument, type SwitchyardMeta, list, toCoreJob, toImportRecord } from "./job-mapping.js";
+import { type QlessBackendOptions, resolveOptions } from "./options.js";
+import { type QlessReply, callQless, qlessScript } from "./script.js";
+
+let lastNow = 0;
+
+/**
+ * Epoch seconds with microseconds, strictly increasing in this process. qless orders equal
+ * priorities by the `now` of the put, so two puts in one millisecond must not share it.
+ */
+function monotonicNow(): number {
+  const now = Math.floor((performance.timeOrigin + performance.now()) * 1000);
+  lastNow = now > lastNow ? now : lastNow + 1;
+  return lastNow / 1e6;
+}
+
+export const QLESS_CAPABILITIES: Capabilities = {
+  delays: true,
+  priorities: true,
+  dependencies: true,
+  tags: true,
+  progress: true,
+  uniqueKeys: true,
+  leases: true,
+  pause: true,
+  results: true,
+  keepsCompleted: true,
+  customIds: true,
+};
+
+const isOffset = (value: unknown): value is { offset: number } =>
+  typeof value === "object" && value !== null && Number.isInteger((value as { offset?: unknown }).offset);
+
+function checkQueue(queue: string): string {
+  if (typeof queue !== "string" || queue.length === 0) throw new ValidationError("qless-redis: queue name must not be empty");
+  return queue;
+}
+
+/**
+ * A core Backend over the qless layout in Redis, through Switchyard's own qless script. The
+ * script's qless commands are also available as `qless(command, now, ...args)` for the gateway's
+ * qless door and for anything that speaks qless.
+ */
+export function createQlessBackend(options: QlessBackendOptions) {
+  const { redis, ownsClient, failureGroup } = resolveOptions(options);
+
+  async function call(command: string, ...args: (string | number)[]): Promise<QlessReply> {
+    try {
+      return await callQless(redis, command, monotonicNow(), ...args);
+    } catch (error) {
+      throw translateError(error);
+    }
+  }
+
+  async function document(command: string, ...args: (string | number)[]): Promise<SwitchyardDocument | null> {
+    const reply = await call(command, ...args);
+    if (typeof reply !== "string") return null;
+    const parsed = JSON.parse(reply) as SwitchyardDocument | false;
+    return parsed || null;
+  }
+
+  async function page(command: string, queue: string, limit: number, cursor: string | undefined, ...args: string[]) {
+    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError("qless-redis: limit must be a positive integer");
+    const offset = decodeCursor(cursor, isOffset)?.offset ?? 0;
+    const reply = JSON.parse((await call(command, queue, ...args, offset, limit)) as string) as {
+      docs: SwitchyardDocument[] | Record<string, never>;
+      more: boolean;
+    };
+    return {
+      items: list(reply.docs).map((doc) => toCoreJob(doc, queue)),
+      cursor: reply.more ? encodeCursor({ offset: offset + limit }) : null,
+    };
+  }
+
+  async function mustGet(queue: string, id: string): Promise<Job> {
+    const job = await backend.get(queue, id);
+    if (!job) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
+    return job;
+  }
+
+  async function enqueueNormalized(queue: string, input: ReturnType<typeof normalizeEnqueueInput>): Promise<EnqueueResult> {
+    const now = Date.now();
+    const runAt = runAtOf(input, now);
+    const meta: SwitchyardMeta = {};
+    if (input.backoff) meta.backoff = input.backoff;
+    if (input.uniqueKey) meta.uniqueKey = input.uniqueKey;
+    if (input.native && Object.keys(input.native).length > 0) meta.native = input.native;
+    const jid = input.id ?? randomUUID().replaceAll("-", "");
+    const reply = (await call(
+      "switchyard.enqueue",
+      queue,
+      jid,
+      input.name,
+      JSON.stringify(input.data),
+      runAt === null ? 0 : (runAt - now) / 1000,
+      input.priority,
+      JSON.stringify(input.tags),
+      input.maxAttempts - 1,
+      JSON.stringify(input.dependsOn),
+      input.uniqueKey ?? "",
+      Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
+    )) as [number, string];
+    const job = await backend.get(queue, reply[1]);
+    if (!job) throw new ConflictError(`qless-redis: job id ${reply[1]} is taken by a job of another queue`);
+    return { job, created: reply[0] === 1 };
+  }
+
+  const backend = {
+    kind: "qless-redis",
+    capabilities: QLESS_CAPABILITIES,
+
+    /** Runs any qless command (`put`, `pop`, `config.set`...) with qless's own reply shapes. */
+    qless(command: string, now: number | string, ...args: (string | number)[]): Promise<QlessReply> {
+      return callQless(redis, command, now, ...args);
+    },
+
+    async ready() {
+      try {
+        if (redis.status === "wait") await redis.connect();
+        await redis.script("LOAD", qlessScript().source);
+      } catch (error) {
+        throw translateError(error);
+      }
+    },
+
+    async close() {
+      if (ownsClient) await redis.quit().catch(() => redis.disconnect());
+    },
+
+    async enqueue(queue: string, input: EnqueueInput) {
+      return enqueueNormalized(checkQueue(queue), normalizeEnqueueInput(input));
+    },
+
+    async enqueueBulk(queue: string, inputs: EnqueueInput[]) {
+      checkQueue(queue);
+      const normalized = inputs.map((input) => normalizeEnqueueInput(input));
+      const results: EnqueueResult[] = [];
+      for (const input of normalized) results.push(await enqueueNormalized(queue, input));
+      return results;
+    },
+
+    async reserve(queue: string, { worker, count = 1, leaseMs = DEFAULT_LEASE_MS }: ReserveOptions) {
+      if (!worker) throw new ValidationError("qless-redis: reserve needs a worker name");
+      if (!Number.isInteger(count) || count < 1) throw new ValidationError("qless-redis: count must be a positive integer");
+      const reply = JSON.parse((await call("switchyard.pop", checkQueue(queue), worker, count, leaseMs / 1000)) as string);
+      return list(reply as SwitchyardDocument[]).map((doc) => toCoreJob(doc, queue));
+    },
+
+    async heartbeat(queue: string, id: string, { worker, leaseMs = DEFAULT_LEASE_MS, progress }: HeartbeatOptions) {
+      if (progress !== undefined) await call("switchyard.progress", queue, id, worker, JSON.stringify(progress));
+      const doc = await document("switchyard.heartbeat", queue, id, worker, leaseMs / 1000);
+      if (!doc) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
+      return toCoreJob(doc, queue);
+    },
+
+    async setProgress(queue: string, id: string, { worker, progress }: { worker?: string; progress: Json }) {
+      const doc = await document("switchyard.progress", queue, id, worker ?? "", JSON.stringify(progress));
+      if (!doc) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
+      return toCoreJob(doc, queue);
+    },
+
+    async complete(queue: string, id: string, options: CompleteOptions = {}) {
+      const result = options.result === undefined ? "" : JSON.stringify(options.result);
+      const doc = await document("switchyard.complete", queue, id, options.worker ?? "", result);
+      if (doc) return toCoreJob(doc, queue);
+      // Pruned at once (jobs-history-count 0): answer from what the job was.
+      return { ...(await mustGet(queue, id)), state: "completed" as const };
+    },
+
+    async fail(queue: string, id: string, { worker, error, retry, retryDelay }: FailOptions) {
+      const job = await mustGet(queue, id);
+      const delayMs = retryDelay ?? backoffDelay(job.backoff, job.attempts);
+      const doc = await document(
+        "switchyard.fail",
+        queue,
+        id,
+        worker ?? "",
+        error.group ?? failureGroup(queue),
+        error.message,
+        retry === false ? "0" : "1",
+        delayMs / 1000,
+      );
+      if (!doc) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
+      return toCoreJob(doc, queue);
+    },
+
+    async cancel(queue: string, id: string) {
+      await call("switchyard.cancel", queue, id);
+    },
+
+    async get(queue: string, id: string) {
+      const doc = await document("switchyard.get", queue, id);
+      return doc ? toCoreJob(doc, queue) : null;
+    },
+
+    async list(queue: string, { state, limit = 100, cursor }: ListOptions): Promise<Page<Job>> {
+      return page("switchyard.list", queue, limit, cursor, state);
+    },
+
+    async counts(queue: string) {
+      return JSON.parse((await call("switchyard.counts", queue)) as string) as JobCounts;
+    },
+
+    async queues() {
+      return list((await call("switchyard.queues")) as string[]);
+    },
+
+    async pause(queue: string) {
+      await call("pause", checkQueue(queue));
+    },
+
+    async resume(queue: string) {
+      await call("unpause", checkQueue(queue));
+    },
+
+    async isPaused(queue: string) {
+      return (await redis.sismember("ql:paused_queues", queue)) === 1;
+    },
+
+    async export(queue: string, { limit = 100, cursor }: ExportOptions = {}) {
+      return page("switchyard.export", queue, limit, cursor);
+    },
+
+    async import(queue: string, jobs: Job[]): Promise<ImportResult> {
+      checkQueue(queue);
+      const records = jobs.map((job) => {
+        const record = toImportRecord(job, queue, failureGroup(queue));
+        if (!record) throw new UnsupportedError(`qless-redis: qless deletes canceled jobs, so job ${job.id} cannot be imported`);
+        return record;
+      });
+      const skipped: string[] = [];
+      let imported = 0;
+      for (const record of records) {
+        if ((await call("switchyard.import", queue, JSON.stringify(record))) === 1) imported++;
+        else skipped.push(record.jid);
+      }
+      return { imported, skipped };
+    },
+  } satisfies Backend & Record<string, unknown>;
+
+  return backend;
+}
+
+export type QlessBackend = ReturnType<typeof createQlessBackend>;

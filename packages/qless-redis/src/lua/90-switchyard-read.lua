@@ -1,0 +1,151 @@
+-- Switchyard extension, part 1: reads for the core Backend (commands named switchyard.*).
+-- They read the qless layout as it is; nothing here changes what qless commands do.
+--
+-- Fields Switchyard adds to a job hash (qless never reads them, and only jobs that need them get
+-- them): switchyard.meta (backoff, unique key, foreign fields), switchyard.result,
+-- switchyard.progress, switchyard.queue (queue of an imported completed job).
+
+local SY_META = 'switchyard.meta'
+local SY_RESULT = 'switchyard.result'
+local SY_PROGRESS = 'switchyard.progress'
+local SY_QUEUE = 'switchyard.queue'
+
+-- The queue a job belongs to. qless blanks the queue field of a completed job, so then it is the
+-- queue of the last `put` in its history.
+local function home_queue(jid)
+  local queue = redis.call('hget', job_key(jid), 'queue')
+  if queue == false then
+    return nil
+  end
+  if queue ~= '' then
+    return queue
+  end
+  local imported = redis.call('hget', job_key(jid), SY_QUEUE)
+  if imported then
+    return imported
+  end
+  local list = job_key(jid, '-history')
+  for i = -1, -redis.call('llen', list), -1 do
+    local entry = cjson.decode(redis.call('lindex', list, i))
+    if entry[2] == 'put' and type(entry[3]) == 'table' and entry[3].q then
+      return entry[3].q
+    end
+  end
+  return ''
+end
+
+-- The qless job document plus what the core job model needs beyond it.
+local function sy_document(jid)
+  local doc = job_document(jid)
+  if not doc then
+    return nil
+  end
+  local extra = redis.call('hmget', job_key(jid), 'time', SY_META, SY_RESULT, SY_PROGRESS)
+  return {
+    job = doc,
+    home = home_queue(jid),
+    time = extra[1],
+    meta = extra[2],
+    result = extra[3],
+    progress = extra[4],
+    scheduled = redis.call('zscore', queue_key(doc.queue ~= '' and doc.queue or '-', 'scheduled'), jid),
+  }
+end
+
+local function in_queue(jid, queue)
+  return home_queue(jid) == queue
+end
+
+-- Failed jobs keep their queue field; qless indexes them by failure group only.
+local function failed_jids(queue)
+  local found = {}
+  for _, group in ipairs(redis.call('smembers', 'ql:failures')) do
+    for _, jid in ipairs(redis.call('lrange', 'ql:f:' .. group, 0, -1)) do
+      if redis.call('hget', job_key(jid), 'queue') == queue then
+        found[#found + 1] = jid
+      end
+    end
+  end
+  return found
+end
+
+-- Completed jobs, newest first, of this queue (ql:completed holds every queue's).
+local function completed_jids(queue)
+  local found = {}
+  for _, jid in ipairs(redis.call('zrevrange', 'ql:completed', 0, -1)) do
+    if in_queue(jid, queue) then
+      found[#found + 1] = jid
+    end
+  end
+  return found
+end
+
+local function jids_in_state(queue, state)
+  if state == 'waiting' then
+    return redis.call('zrevrange', queue_key(queue, 'work'), 0, -1)
+  elseif state == 'delayed' then
+    return redis.call('zrange', queue_key(queue, 'scheduled'), 0, -1)
+  elseif state == 'active' then
+    return redis.call('zrange', queue_key(queue, 'locks'), 0, -1)
+  elseif state == 'blocked' then
+    return redis.call('zrange', queue_key(queue, 'depends'), 0, -1)
+  elseif state == 'failed' then
+    return failed_jids(queue)
+  elseif state == 'completed' then
+    return completed_jids(queue)
+  end
+  return {}
+end
+
+local function page_of(jids, offset, count)
+  local docs = {}
+  for i = offset + 1, math.min(#jids, offset + count) do
+    local doc = sy_document(jids[i])
+    if doc then
+      docs[#docs + 1] = doc
+    end
+  end
+  return { docs = docs, more = #jids > offset + count }
+end
+
+API['switchyard.get'] = function(now, queue, jid)
+  if not in_queue(jid, queue) then
+    return nil
+  end
+  return cjson.encode(sy_document(jid))
+end
+
+API['switchyard.list'] = function(now, queue, state, offset, count)
+  return cjson.encode(page_of(jids_in_state(queue, state), tonumber(offset), tonumber(count)))
+end
+
+API['switchyard.counts'] = function(now, queue)
+  return cjson.encode({
+    waiting = set_size(queue, 'work'),
+    delayed = set_size(queue, 'scheduled'),
+    active = set_size(queue, 'locks'),
+    blocked = set_size(queue, 'depends'),
+    failed = #failed_jids(queue),
+    completed = #completed_jids(queue),
+    canceled = 0,
+  })
+end
+
+-- Every job of the queue in every state, ordered by jid so pages are stable.
+API['switchyard.export'] = function(now, queue, offset, count)
+  local seen, all = {}, {}
+  for _, state in ipairs({ 'waiting', 'delayed', 'active', 'blocked', 'failed', 'completed' }) do
+    for _, jid in ipairs(jids_in_state(queue, state)) do
+      if not seen[jid] then
+        seen[jid] = true
+        all[#all + 1] = jid
+      end
+    end
+  end
+  table.sort(all)
+  return cjson.encode(page_of(all, tonumber(offset), tonumber(count)))
+end
+
+API['switchyard.queues'] = function(now)
+  return redis.call('zrange', 'ql:queues', 0, -1)
+end

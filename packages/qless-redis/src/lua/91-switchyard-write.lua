@@ -1,0 +1,195 @@
+-- Switchyard extension, part 2: the core Backend's writes, each one atomic. They are built from
+-- the same operations as the qless commands, so the stored layout is the one qless writes.
+
+local function must_be_in_queue(command, jid, queue)
+  if not in_queue(jid, queue) then
+    error(command .. '(): Job ' .. jid .. ' does not exist')
+  end
+end
+
+-- The worker named by the caller, or (when none is given) whoever holds the job now.
+local function acting_worker(jid, worker)
+  if worker ~= '' then
+    return worker
+  end
+  return redis.call('hget', job_key(jid), 'worker') or ''
+end
+
+-- Creates a job unless its jid (or its unique key in this queue) is taken: answers
+-- [1, jid] when created, [0, existing jid] when not.
+API['switchyard.enqueue'] = function(now, queue, jid, klass, data, delay, priority, tags, retries, depends, unique, meta)
+  local unique_key = 'ql:sy:unique:' .. queue
+  if unique ~= '' then
+    local existing = redis.call('hget', unique_key, unique)
+    if existing and job_exists(existing) then
+      return { 0, existing }
+    end
+  end
+  if job_exists(jid) then
+    return { 0, jid }
+  end
+  Q.put(now, '', queue, jid, klass, data, delay, 'priority', priority, 'tags', tags, 'retries', retries,
+    'depends', depends)
+  if meta ~= '' then
+    redis.call('hset', job_key(jid), SY_META, meta)
+  end
+  if unique ~= '' then
+    redis.call('hset', unique_key, unique, jid)
+  end
+  return { 1, jid }
+end
+
+API['switchyard.pop'] = function(now, queue, worker, count, lease_seconds)
+  local docs = {}
+  for _, jid in ipairs(Q.pop(now, queue, worker, count, tonumber(lease_seconds))) do
+    docs[#docs + 1] = sy_document(jid)
+  end
+  return cjson.encode(docs)
+end
+
+API['switchyard.heartbeat'] = function(now, queue, jid, worker, lease_seconds)
+  must_be_in_queue('Heartbeat', jid, queue)
+  Q.heartbeat(now, jid, worker, nil, tonumber(lease_seconds))
+  return cjson.encode(sy_document(jid))
+end
+
+API['switchyard.progress'] = function(now, queue, jid, worker, progress)
+  must_be_in_queue('Progress', jid, queue)
+  local state, holder = unpack(redis.call('hmget', job_key(jid), 'state', 'worker'))
+  if state ~= 'running' then
+    error('Progress(): Job ' .. jid .. ' not currently running: ' .. state)
+  elseif worker ~= '' and holder ~= worker then
+    error('Progress(): Job ' .. jid .. ' given out to another worker: ' .. holder)
+  end
+  redis.call('hset', job_key(jid), SY_PROGRESS, progress)
+  return cjson.encode(sy_document(jid))
+end
+
+-- Completes with the job's own data (qless would replace data with what complete is given);
+-- the core result goes to its own field.
+API['switchyard.complete'] = function(now, queue, jid, worker, result)
+  must_be_in_queue('Complete', jid, queue)
+  local data = redis.call('hget', job_key(jid), 'data')
+  Q.complete(now, jid, acting_worker(jid, worker), queue, data)
+  if result ~= '' and job_exists(jid) then
+    redis.call('hset', job_key(jid), SY_RESULT, result)
+  end
+  return cjson.encode(sy_document(jid) or false)
+end
+
+-- retry = '1' spends one qless retry (failing for good when none is left); '0' fails at once.
+API['switchyard.fail'] = function(now, queue, jid, worker, group, message, retry, delay)
+  must_be_in_queue('Fail', jid, queue)
+  worker = acting_worker(jid, worker)
+  local state, holder = unpack(redis.call('hmget', job_key(jid), 'state', 'worker'))
+  if state ~= 'running' then
+    error('Fail(): Job ' .. jid .. ' is not currently running: ' .. state)
+  elseif holder ~= worker then
+    error('Fail(): Job ' .. jid .. ' has been handed out to another worker: ' .. holder)
+  end
+  if retry == '1' then
+    Q.retry(now, jid, queue, worker, delay, group, message)
+  else
+    Q.fail(now, jid, worker, group, message)
+  end
+  return cjson.encode(sy_document(jid))
+end
+
+API['switchyard.cancel'] = function(now, queue, jid)
+  must_be_in_queue('Cancel', jid, queue)
+  local state = redis.call('hget', job_key(jid), 'state')
+  if state == 'complete' then
+    error('Cancel(): Job ' .. jid .. ' is not currently cancelable: ' .. state)
+  end
+  Q.cancel({ jid })
+  return 1
+end
+
+-- qless jids are global: before a job is imported into another queue of the same Redis, its
+-- old record is taken out of every index (as put does when it moves a job), then deleted.
+local function detach_job(jid)
+  local queue, state, worker, failure, tags = unpack(redis.call('hmget', job_key(jid),
+    'queue', 'state', 'worker', 'failure', 'tags'))
+  if queue and queue ~= '' then
+    for _, kind in ipairs({ 'work', 'locks', 'scheduled', 'depends' }) do
+      set_remove(queue, kind, jid)
+    end
+  end
+  if worker and worker ~= '' then
+    redis.call('zrem', worker_jobs_key(worker), jid)
+    announce_lock_lost(jid, worker)
+  end
+  if state == 'failed' and failure then
+    failure = cjson.decode(failure)
+    drop_failure(jid, failure)
+    redis.call('hincrby', stats_key(day_of(failure.when), queue), 'failed', -1)
+  elseif state == 'complete' then
+    redis.call('zrem', 'ql:completed', jid)
+  end
+  untag_index(jid, cjson.decode(tags or '{}'))
+  for _, dep in ipairs(redis.call('smembers', job_key(jid, '-dependencies'))) do
+    redis.call('srem', job_key(dep, '-dependents'), jid)
+  end
+  redis.call('del', job_key(jid), job_key(jid, '-history'), job_key(jid, '-dependencies'))
+end
+
+-- Writes one job as it was exported (possibly from another system), unless the queue already
+-- has that jid. The record is JSON built by the adapter; strings such as data stay byte for byte.
+API['switchyard.import'] = function(now, queue, record_json)
+  local r = cjson.decode(record_json)
+  if job_exists(r.jid) then
+    if in_queue(r.jid, queue) then
+      return 0
+    end
+    detach_job(r.jid)
+  end
+  local key = job_key(r.jid)
+  redis.call('hmset', key,
+    'jid', r.jid,
+    'klass', r.klass,
+    'data', r.data,
+    'priority', r.priority,
+    'tags', cjson.encode(r.tags),
+    'state', r.state,
+    'worker', '',
+    'expires', 0,
+    'queue', queue,
+    'retries', r.retries,
+    'remaining', r.remaining,
+    'time', string.format('%.20f', r.time))
+  for _, entry in ipairs(r.history) do
+    redis.call('rpush', job_key(r.jid, '-history'), entry)
+  end
+  tag_index(r.jid, r.tags, now)
+  if r.failure ~= '' then
+    redis.call('hset', key, 'failure', r.failure)
+  end
+  for field, value in pairs({ [SY_META] = r.meta, [SY_RESULT] = r.result, [SY_PROGRESS] = r.progress }) do
+    if value ~= '' then
+      redis.call('hset', key, field, value)
+    end
+  end
+
+  if r.state == 'scheduled' then
+    set_add(queue, 'scheduled', r.run_at, r.jid)
+  elseif r.state == 'depends' then
+    if link_dependencies(r.jid, r.depends) > 0 then
+      set_add(queue, 'depends', now, r.jid)
+    else
+      redis.call('hset', key, 'state', 'waiting')
+      work_add(queue, r.created, r.priority, r.jid)
+    end
+  elseif r.state == 'failed' then
+    local failure = cjson.decode(r.failure)
+    redis.call('hset', key, 'expires', '')
+    add_failure(failure.group, r.jid)
+    redis.call('hincrby', stats_key(day_of(failure.when), queue), 'failed', 1)
+  elseif r.state == 'complete' then
+    redis.call('hmset', key, 'queue', '', SY_QUEUE, queue)
+    redis.call('zadd', 'ql:completed', r.finished, r.jid)
+  else
+    work_add(queue, r.created, r.priority, r.jid)
+  end
+  register_queue(queue, now)
+  return 1
+end
