@@ -147,6 +147,9 @@ for (const dialect of DIALECTS) {
     it("legacy inserts, legacy claims and backend reserves running at the same time never hand a job out twice", async () => {
       const { table, backend, legacy } = await setup();
       const reservers = await Promise.all([backend(), backend(), backend()]);
+      // The legacy worker has its own connection, as workqd does, apart from the producer's.
+      const workerDb = rawKnex(url);
+      const worker = new LegacySql(workerDb, dialect, table);
       const total = 120;
       let produced = false;
       const backendTaken: string[] = [];
@@ -176,12 +179,13 @@ for (const dialect of DIALECTS) {
         ),
         drain(async () => {
           const lock = legacyLockId();
-          await legacy.claim(lock, 2);
-          const rows = await legacy.claimed(lock, 2);
+          await worker.claim(lock, 2);
+          const rows = await worker.claimed(lock, 2);
           legacyTaken.push(...rows.map((r) => r.id));
           return rows.length;
         }),
       ]);
+      await workerDb.destroy();
 
       const all = [...backendTaken.map(Number), ...legacyTaken];
       expect(all).toHaveLength(total);
