@@ -117,10 +117,10 @@ export class GlideConsumer {
       this.client,
       "complete",
       [k.stream, k.completed, k.events, k.job(job.id), k.metricsCompleted, k.listActive],
-      [job.id, job.entryId, returnvalue, this.clock(), CONSUMER_GROUP, "", fetchNext ? "1" : "0", this.consumerId],
+      [job.id, job.entryId, returnvalue, this.clock(), CONSUMER_GROUP, "", fetchNext ? "1" : "0", this.consumerId, "0"],
     )) as Reply;
     throwRefusal(reply, this.queue, job.id);
-    return reply.length > 1 ? toActivated(reply.slice(1)) : null;
+    return reply.length > 2 ? toActivated(reply.slice(2)) : null;
   }
 
   /**
@@ -133,7 +133,7 @@ export class GlideConsumer {
       this.client,
       "fail",
       [k.stream, k.failed, k.scheduled, k.events, k.job(job.id), k.metricsFailed, k.listActive],
-      [job.id, job.entryId, reason, this.clock(), CONSUMER_GROUP, "", retry ? "1" : "0", "", Math.random(), ""],
+      [job.id, job.entryId, reason, this.clock(), CONSUMER_GROUP, "", retry ? "1" : "0", "", Math.random(), "", "0"],
     )) as Reply;
     throwRefusal(reply, this.queue, job.id);
     return reply[0] === "retrying" ? "retrying" : "failed";

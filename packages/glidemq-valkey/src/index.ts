@@ -5,3 +5,6 @@ export { checkOptions, type GlideJobOptions } from "./options.js";
 export { GlideProducer, type GlideProducerOptions, type NewJob, type AddOutcome } from "./producer.js";
 export { GlideConsumer, type GlideConsumerOptions, type ActivatedJob } from "./consumer.js";
 export { jobCounts, setPaused, isPaused, type GlideJobCounts } from "./queue-admin.js";
+export { createGlideMqBackend, GLIDEMQ_CAPABILITIES, type GlideMqBackendOptions } from "./backend.js";
+export type { GlideMqConnection } from "./connection.js";
+export { toGlidePriority, fromGlidePriority, toJob } from "./mapping.js";

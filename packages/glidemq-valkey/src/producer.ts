@@ -20,6 +20,10 @@ export interface NewJob {
   opts?: GlideJobOptions;
   /** Switchyard's own hash fields (names starting with `sy`), written beside the native ones. */
   extraFields?: Record<string, string>;
+  /** The `opts` text to store when it differs from `opts` (options a caller gave, stored as given). */
+  storedOpts?: string;
+  /** The enqueue time in ms; the producer's clock when omitted. */
+  timestamp?: number;
 }
 
 export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
@@ -84,8 +88,8 @@ export class GlideProducer {
     const args = [
       job.name,
       data,
-      opts !== undefined ? JSON.stringify(opts) : "{}",
-      String(this.clock()),
+      job.storedOpts ?? (opts !== undefined ? JSON.stringify(opts) : "{}"),
+      String(job.timestamp ?? this.clock()),
       String(opts?.delay ?? 0),
       String(opts?.priority ?? 0),
       String(opts?.attempts ?? 0),

@@ -2,8 +2,9 @@
 -- same call as glidemq_completeAndFetchNext does (with its `active` event for list jobs).
 -- KEYS: stream, completed, events, job, metrics:completed, list-active
 -- ARGV: jobId, entryId ('-' = the one Switchyard recorded), returnvalue, now, group,
---       leaseWorker ('' = no lease check), fetchNext (1/0), consumer
--- Returns {'OK', nextJobId, nextEntryId, nextHash} | {'OK'} | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
+--       leaseWorker ('' = no lease check), fetchNext (1/0), consumer, snapshot (1/0)
+-- Returns {'OK', finishedHash, nextJobId, nextEntryId, nextHash} (finishedHash is {} unless snapshot
+-- is asked for, the next job only with fetchNext) | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
 local jobKey = KEYS[4]
 local jobId = ARGV[1]
 local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
@@ -24,10 +25,12 @@ emitEvent(KEYS[3], 'completed', jobId, {'returnvalue', ARGV[3]})
 recordMetrics(KEYS[5], now, now - processedOn)
 if entryId == '' then decrListActive(KEYS[6]) end
 notifyParent(prefix, jobKey, jobId)
+local snapshot = {}
+if ARGV[9] == '1' then snapshot = redis.call('HGETALL', jobKey) end
 applyRetention(KEYS[2], prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
 
-if ARGV[7] ~= '1' then return {'OK'} end
+if ARGV[7] ~= '1' then return {'OK', snapshot} end
 local ctx = { prefix = prefix, now = now, group = ARGV[5], consumer = ARGV[8], leaseWorker = '', leaseUntil = '', activeEvents = true }
 local next = fetchJobs(ctx, 1, {})
-if #next == 0 then return {'OK'} end
-return {'OK', next[1][1], next[1][2], next[1][3]}
+if #next == 0 then return {'OK', snapshot} end
+return {'OK', snapshot, next[1][1], next[1][2], next[1][3]}

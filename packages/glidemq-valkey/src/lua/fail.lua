@@ -3,8 +3,8 @@
 -- KEYS: stream, failed, scheduled, events, job, metrics:failed, list-active
 -- ARGV: jobId, entryId ('-' = the one Switchyard recorded), failedReason, now, group,
 --       leaseWorker ('' = no check), retry (1/0), backoffOverride ('' = from opts.backoff), random (jitter),
---       errorGroup ('' = none)
--- Returns {'retrying', delayMs} | {'failed'} | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
+--       errorGroup ('' = none), snapshot (1/0)
+-- Returns {'retrying', delayMs} | {'failed', finishedHash ({} unless snapshot is asked for)} | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
 local jobKey = KEYS[5]
 local jobId = ARGV[1]
 local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
@@ -52,5 +52,7 @@ redis.call('ZADD', KEYS[2], now, jobId)
 redis.call('HSET', jobKey, 'state', 'failed', 'failedReason', ARGV[3], 'finishedOn', ARGV[4], 'processedOn', ARGV[4])
 emitEvent(KEYS[4], 'failed', jobId, {'failedReason', ARGV[3]})
 recordMetrics(KEYS[6], now, now - processedOn)
+local snapshot = {}
+if ARGV[11] == '1' then snapshot = redis.call('HGETALL', jobKey) end
 applyRetention(KEYS[2], prefix, jobKey, jobId, opts['removeOnFail'], now)
-return {'failed'}
+return {'failed', snapshot}

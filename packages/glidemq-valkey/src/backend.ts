@@ -1,0 +1,282 @@
+import {
+  type Backend,
+  BackendUnavailableError,
+  type Capabilities,
+  type CompleteOptions,
+  DEFAULT_LEASE_MS,
+  type EnqueueInput,
+  type EnqueueResult,
+  type ExportOptions,
+  type FailOptions,
+  type HeartbeatOptions,
+  type ImportResult,
+  InvalidStateError,
+  type Job,
+  type JobCounts,
+  type Json,
+  type ListOptions,
+  NotFoundError,
+  type Page,
+  type ReserveOptions,
+  emptyCounts,
+  normalizeEnqueueInput,
+} from "@switchyard/core";
+import { flatToRecord } from "./codec.js";
+import { type GlideMqConnection, openClient } from "./connection.js";
+import { throwRefusal, toActivated } from "./consumer.js";
+import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
+import { loadJobs, pageJobs, queueNames } from "./listing.js";
+import { toJob, toNewJob } from "./mapping.js";
+import { importJobs } from "./migration.js";
+import { GlideProducer } from "./producer.js";
+import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
+import { type RedisClient, isCluster, loadScripts, runScript } from "./scripts.js";
+
+export interface GlideMqBackendOptions {
+  /** Key prefix; glide-mq's default is `glide`. */
+  prefix?: string;
+  /** Store new jobs' data gzip-compressed (`gz:` + base64), as a glide-mq Queue with compression. */
+  compression?: "gzip";
+}
+
+export const GLIDEMQ_CAPABILITIES: Capabilities = {
+  delays: true,
+  priorities: true,
+  dependencies: false,
+  tags: false,
+  progress: true,
+  uniqueKeys: true,
+  leases: true,
+  pause: true,
+  results: true,
+  keepsCompleted: true,
+  customIds: true,
+};
+
+type Reply = [string, ...unknown[]];
+
+/** Switchyard reservers read the stream as consumers of the `workers` group under this name. */
+const consumerName = (worker: string) => `switchyard:${worker}`;
+
+/**
+ * A Backend over glide-mq's native layout: jobs enqueued here are processed by glide-mq Workers, and
+ * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
+ * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
+ */
+export function createGlideMqBackend(connection: GlideMqConnection, options: GlideMqBackendOptions = {}): Backend {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  let client: RedisClient | undefined;
+  let owned = false;
+  let readying: Promise<RedisClient> | undefined;
+
+  const ready = (): Promise<RedisClient> => {
+    readying ??= (async () => {
+      try {
+        const opened = await openClient(connection);
+        client = opened.client;
+        owned = opened.owned;
+        if (isCluster(client) && client.status !== "ready") {
+          const cluster = client;
+          await new Promise<void>((resolve, reject) => {
+            cluster.once("ready", () => resolve());
+            cluster.once("error", reject);
+          });
+        }
+        await loadScripts(client);
+        return client;
+      } catch (cause) {
+        readying = undefined;
+        if (cause instanceof BackendUnavailableError) throw cause;
+        throw new BackendUnavailableError(`glidemq-valkey: cannot reach Valkey/Redis: ${String(cause)}`, { cause });
+      }
+    })();
+    return readying;
+  };
+  const keysOf = (queue: string): QueueKeys => queueKeys(queue, prefix);
+
+  async function get(queue: string, id: string): Promise<Job | null> {
+    const redis = await ready();
+    const [loaded] = await loadJobs(redis, queue, keysOf(queue), [id]);
+    return loaded?.job ?? null;
+  }
+
+  async function enqueueMany(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    const redis = await ready();
+    const keys = keysOf(queue);
+    const now = Date.now();
+    const jobs = inputs.map((input) => toNewJob(normalizeEnqueueInput(input), now));
+    const producer = new GlideProducer(redis, queue, { prefix, ...(options.compression ? { compression: options.compression } : {}) });
+    const outcomes = await producer.addMany(jobs);
+    const loaded = await loadJobs(
+      redis,
+      queue,
+      keys,
+      outcomes.map((o) => o.id),
+    );
+    return outcomes.map((outcome, i) => {
+      const job = loaded[i]?.job;
+      if (!job) throw new NotFoundError(`glidemq-valkey: job ${outcome.id} vanished right after enqueue`, { queue, id: outcome.id });
+      return { job, created: outcome.status === "created" };
+    });
+  }
+
+  return {
+    kind: "glidemq-valkey",
+    capabilities: GLIDEMQ_CAPABILITIES,
+
+    async ready() {
+      await ready();
+    },
+
+    async close() {
+      if (!readying) return;
+      const redis = await readying.catch(() => undefined);
+      readying = undefined;
+      if (redis && owned) await redis.quit();
+    },
+
+    async enqueue(queue, input) {
+      const [result] = await enqueueMany(queue, [input]);
+      if (!result) throw new Error("glidemq-valkey: enqueue returned nothing");
+      return result;
+    },
+
+    enqueueBulk: enqueueMany,
+
+    async reserve(queue, reserveOptions: ReserveOptions) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const now = Date.now();
+      const leaseUntil = now + (reserveOptions.leaseMs ?? DEFAULT_LEASE_MS);
+      const reply = (await runScript(
+        redis,
+        "reserve",
+        [k.stream, k.scheduled, k.events, k.priority, k.lifo, k.listActive, k.meta, k.leases, k.failed, k.metricsFailed],
+        [now, CONSUMER_GROUP, consumerName(reserveOptions.worker), reserveOptions.count ?? 1, reserveOptions.worker, leaseUntil, "1", "1"],
+      )) as unknown[];
+      return reply.map((raw) => toJob(queue, toActivated(raw).hash, null));
+    },
+
+    async heartbeat(queue, id, beat: HeartbeatOptions) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const now = Date.now();
+      const progress = beat.progress === undefined ? "" : JSON.stringify(beat.progress);
+      const reply = (await runScript(
+        redis,
+        "heartbeat",
+        [k.job(id), k.leases, k.events],
+        [id, beat.worker, now, now + (beat.leaseMs ?? DEFAULT_LEASE_MS), progress],
+      )) as Reply;
+      throwRefusal(reply, queue, id);
+      return toJob(queue, flatToRecord(reply[1]), null);
+    },
+
+    async setProgress(queue, id, update: { worker?: string; progress: Json }) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const reply = (await runScript(
+        redis,
+        "heartbeat",
+        [k.job(id), k.leases, k.events],
+        [id, update.worker ?? "", Date.now(), "", JSON.stringify(update.progress)],
+      )) as Reply;
+      throwRefusal(reply, queue, id);
+      return toJob(queue, flatToRecord(reply[1]), null);
+    },
+
+    async complete(queue, id, completeOptions: CompleteOptions = {}) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const returnvalue = JSON.stringify(completeOptions.result ?? null);
+      const reply = (await runScript(
+        redis,
+        "complete",
+        [k.stream, k.completed, k.events, k.job(id), k.metricsCompleted, k.listActive],
+        [id, "-", returnvalue, Date.now(), CONSUMER_GROUP, completeOptions.worker ?? "", "0", "", "1"],
+      )) as Reply;
+      throwRefusal(reply, queue, id);
+      // removeOnComplete may have deleted the hash already: the snapshot taken before is the answer then.
+      return (await get(queue, id)) ?? toJob(queue, flatToRecord(reply[1]), null);
+    },
+
+    async fail(queue, id, failOptions: FailOptions) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const reply = (await runScript(
+        redis,
+        "fail",
+        [k.stream, k.failed, k.scheduled, k.events, k.job(id), k.metricsFailed, k.listActive],
+        [
+          id,
+          "-",
+          failOptions.error.message,
+          Date.now(),
+          CONSUMER_GROUP,
+          failOptions.worker ?? "",
+          failOptions.retry === false ? "0" : "1",
+          failOptions.retryDelay === undefined ? "" : String(failOptions.retryDelay),
+          Math.random(),
+          failOptions.error.group ?? "",
+          "1",
+        ],
+      )) as Reply;
+      throwRefusal(reply, queue, id);
+      return (await get(queue, id)) ?? toJob(queue, flatToRecord(reply[1]), null);
+    },
+
+    async cancel(queue, id) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      const reply = String(
+        await runScript(
+          redis,
+          "revoke",
+          [k.job(id), k.stream, k.scheduled, k.failed, k.events, k.priority, k.lifo, k.listActive],
+          [id, Date.now(), CONSUMER_GROUP],
+        ),
+      );
+      if (reply === "NOT_FOUND") throw new NotFoundError(`glidemq-valkey: no job ${id} in queue ${queue}`, { queue, id });
+      if (reply.startsWith("INVALID_STATE")) {
+        throw new InvalidStateError(`glidemq-valkey: job ${id} is already ${reply.split(":")[1]}`, { queue, id });
+      }
+    },
+
+    get,
+
+    async list(queue, listOptions: ListOptions): Promise<Page<Job>> {
+      const redis = await ready();
+      return pageJobs(redis, queue, keysOf(queue), listOptions.state, listOptions.limit ?? 100, listOptions.cursor);
+    },
+
+    async counts(queue): Promise<JobCounts> {
+      const redis = await ready();
+      return { ...emptyCounts(), ...(await jobCounts(redis, keysOf(queue))) };
+    },
+
+    async queues() {
+      return queueNames(await ready(), prefix);
+    },
+
+    async pause(queue) {
+      await setPaused(await ready(), keysOf(queue), true);
+    },
+
+    async resume(queue) {
+      await setPaused(await ready(), keysOf(queue), false);
+    },
+
+    async isPaused(queue) {
+      return isPaused(await ready(), keysOf(queue));
+    },
+
+    async export(queue, exportOptions: ExportOptions = {}): Promise<Page<Job>> {
+      const redis = await ready();
+      return pageJobs(redis, queue, keysOf(queue), null, exportOptions.limit ?? 100, exportOptions.cursor);
+    },
+
+    async import(queue, jobs: Job[]): Promise<ImportResult> {
+      return importJobs(await ready(), keysOf(queue), jobs);
+    },
+  } satisfies Backend & { setProgress: NonNullable<Backend["setProgress"]> };
+}

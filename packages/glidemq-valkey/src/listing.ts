@@ -1,0 +1,128 @@
+import type { Job, JobState, Page } from "@switchyard/core";
+import { decodeCursor, encodeCursor } from "@switchyard/core";
+import type { Redis } from "ioredis";
+import type { QueueKeys } from "./keys.js";
+import { toJob } from "./mapping.js";
+import { type RedisClient, isCluster } from "./scripts.js";
+
+/**
+ * Where jobs of each state can be found. glide-mq keeps no per-state list of waiting or active jobs:
+ * the state lives in the job hash, so a page walks the structures that hold members and keeps the
+ * jobs whose hash says the wanted state.
+ */
+type Source = "stream" | "priority" | "lifo" | "scheduled" | "leases" | "completed" | "failed";
+const ALL_SOURCES: Source[] = ["stream", "priority", "lifo", "scheduled", "leases", "completed", "failed"];
+const SOURCES_OF: Record<JobState, Source[]> = {
+  waiting: ["priority", "lifo", "stream", "scheduled"],
+  delayed: ["scheduled"],
+  active: ["stream", "leases"],
+  completed: ["completed"],
+  failed: ["failed"],
+  canceled: ["failed"],
+  // glide-mq keeps no index of waiting-children parents.
+  blocked: [],
+};
+
+interface Position {
+  s: number;
+  /** Stream: last entry id read; lists and sorted sets: index of the next member. */
+  p: string | number;
+}
+const isPosition = (v: unknown): v is Position =>
+  typeof v === "object" && v !== null && typeof (v as Position).s === "number" && ["string", "number"].includes(typeof (v as Position).p);
+
+async function memberIds(
+  client: RedisClient,
+  keys: QueueKeys,
+  source: Source,
+  position: string | number,
+  count: number,
+): Promise<{ ids: string[]; next: string | number; done: boolean }> {
+  if (source === "stream") {
+    const start = position === "" ? "-" : `(${position}`;
+    const entries = await client.xrange(keys.stream, start, "+", "COUNT", count);
+    const ids = entries.map(([, fields]) => fields[fields.indexOf("jobId") + 1] ?? "");
+    const last = entries.at(-1)?.[0];
+    return { ids, next: last ?? position, done: entries.length < count };
+  }
+  const index = Number(position) || 0;
+  const key = {
+    priority: keys.priority,
+    lifo: keys.lifo,
+    scheduled: keys.scheduled,
+    leases: keys.leases,
+    completed: keys.completed,
+    failed: keys.failed,
+  }[source];
+  const ids =
+    source === "priority" || source === "lifo"
+      ? await client.lrange(key, index, index + count - 1)
+      : await client.zrange(key, index, index + count - 1);
+  return { ids, next: index + ids.length, done: ids.length < count };
+}
+
+/** HGETALL and the `scheduled` score of each id, in one round trip. */
+export async function loadJobs(
+  client: RedisClient,
+  queue: string,
+  keys: QueueKeys,
+  ids: string[],
+): Promise<Array<{ job: Job; hash: Record<string, string> } | null>> {
+  if (ids.length === 0) return [];
+  const pipeline = client.pipeline();
+  for (const id of ids) pipeline.hgetall(keys.job(id)).zscore(keys.scheduled, id);
+  const replies = (await pipeline.exec()) ?? [];
+  return ids.map((_, i) => {
+    const hash = replies[2 * i]?.[1] as Record<string, string> | undefined;
+    if (!hash || Object.keys(hash).length === 0) return null;
+    const score = (replies[2 * i + 1]?.[1] as string | null) ?? null;
+    return { job: toJob(queue, hash, score), hash };
+  });
+}
+
+/** One page of jobs in `state` (or every state for export), in source order, with an opaque cursor. */
+export async function pageJobs(
+  client: RedisClient,
+  queue: string,
+  keys: QueueKeys,
+  state: JobState | null,
+  limit: number,
+  cursor: string | undefined,
+): Promise<Page<Job>> {
+  const sources = state ? SOURCES_OF[state] : ALL_SOURCES;
+  let position = decodeCursor(cursor, isPosition) ?? { s: 0, p: "" };
+  const items: Job[] = [];
+  while (items.length < limit && position.s < sources.length) {
+    const source = sources[position.s] as Source;
+    const { ids, next, done } = await memberIds(client, keys, source, position.p, limit - items.length);
+    for (const loaded of await loadJobs(client, queue, keys, ids)) {
+      if (!loaded) continue;
+      // A stream job under a Switchyard lease is in the stream and in the leases set: count it once.
+      if (source === "leases" && loaded.hash.syEntryId) continue;
+      if (state === null || loaded.job.state === state) items.push(loaded.job);
+    }
+    position = done ? { s: position.s + 1, p: "" } : { s: position.s, p: next };
+  }
+  return { items, cursor: position.s < sources.length ? encodeCursor(position) : null };
+}
+
+/** Queue names that have any of glide-mq's queue-level keys, on every primary of a cluster. */
+export async function queueNames(client: RedisClient, prefix: string): Promise<string[]> {
+  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client as Redis];
+  const names = new Set<string>();
+  const pattern = new RegExp(
+    `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:\\{([^}]*)\\}:(id|events|meta|stream|scheduled|completed|failed)$`,
+  );
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:{*}:*`, "COUNT", 1000);
+      cursor = next;
+      for (const key of keys) {
+        const match = pattern.exec(key);
+        if (match?.[1]) names.add(match[1]);
+      }
+    } while (cursor !== "0");
+  }
+  return [...names].sort();
+}

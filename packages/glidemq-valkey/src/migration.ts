@@ -1,0 +1,109 @@
+import type { ImportResult, Job } from "@switchyard/core";
+import { UnsupportedError, ValidationError } from "@switchyard/core";
+import { encodeData } from "./codec.js";
+import { PRIORITY_SHIFT, type QueueKeys, validateJobId } from "./keys.js";
+import { fromGlidePriority, toGlidePriority } from "./mapping.js";
+import type { GlideJobOptions } from "./options.js";
+import { type RedisClient, runScript } from "./scripts.js";
+
+interface ImportPlan {
+  id: string;
+  route: "stream" | "priority" | "lifo" | "scheduled" | "completed" | "failed";
+  score: number;
+  name: string;
+  fields: string[];
+}
+
+/** Fields a migrated job may not carry over: lease bookkeeping and counts re-derived from `attempts`. */
+const DROPPED = new Set(["syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId", "attemptsMade", "stalledCount", "lastActive", "revoked"]);
+
+function nativeGlide(job: Job): { opts?: GlideJobOptions; fields: Record<string, string> } {
+  const glide = job.native.glide as { opts?: GlideJobOptions; fields?: Record<string, string> } | undefined;
+  return { ...(glide?.opts ? { opts: glide.opts } : {}), fields: glide?.fields ?? {} };
+}
+
+/**
+ * The hash and placement of one migrated job. Ids, timestamps, attempts, results and errors are kept;
+ * an active job arrives waiting (its lease belongs to the old store) with its attempts counted, so
+ * attemptsMade = attempts (one less for a completed job, whose run counts once more on read).
+ */
+function plan(job: Job): ImportPlan {
+  validateJobId(job.id);
+  if (job.state === "blocked")
+    throw new UnsupportedError(`glidemq-valkey: job ${job.id} is blocked on dependencies, which this adapter does not support`);
+  const glide = nativeGlide(job);
+  const priority = toGlidePriority(job.priority);
+  const opts: GlideJobOptions = glide.opts ?? {
+    attempts: job.maxAttempts,
+    ...(job.backoff ? { backoff: job.backoff } : {}),
+    ...(priority > 0 ? { priority } : {}),
+  };
+  const state = job.state === "active" ? "waiting" : job.state;
+  const fields: Record<string, string> = {};
+  for (const [field, value] of Object.entries(glide.fields)) if (!DROPPED.has(field)) fields[field] = value;
+  Object.assign(fields, {
+    id: job.id,
+    name: job.name,
+    data: encodeData(job.data),
+    opts: JSON.stringify(opts),
+    timestamp: String(job.createdAt),
+    attemptsMade: String(state === "completed" ? Math.max(0, job.attempts - 1) : job.attempts),
+    delay: fields.delay ?? "0",
+    priority: String(priority),
+    maxAttempts: String(opts.attempts ?? job.maxAttempts),
+  });
+  if (fromGlidePriority(priority) !== job.priority) fields.syPriority = String(job.priority);
+  if (job.startedAt !== null && state !== "waiting") fields.processedOn = String(job.startedAt);
+  if (job.finishedAt !== null) fields.finishedOn = String(job.finishedAt);
+  if (job.result !== null || state === "completed") fields.returnvalue = JSON.stringify(job.result);
+  if (job.error) fields.failedReason = job.error.message;
+  if (job.error?.group) fields.syErrorGroup = job.error.group;
+  if (job.progress !== null) fields.progress = JSON.stringify(job.progress);
+  let route: ImportPlan["route"] = "stream";
+  let score = 0;
+  let nativeState: string = state;
+  if (state === "delayed") {
+    route = "scheduled";
+    score = priority * PRIORITY_SHIFT + (job.runAt ?? job.createdAt);
+  } else if (state === "waiting" && priority > 0) {
+    route = "scheduled";
+    score = priority * PRIORITY_SHIFT;
+    nativeState = "prioritized";
+  } else if (state === "waiting" && fields.lifo === "1") {
+    route = "lifo";
+  } else if (state === "completed") {
+    route = "completed";
+    score = job.finishedAt ?? job.createdAt;
+  } else if (state === "failed" || state === "canceled") {
+    route = "failed";
+    score = job.finishedAt ?? job.createdAt;
+    nativeState = "failed";
+    if (state === "canceled") fields.revoked = "1";
+  }
+  fields.state = nativeState;
+  return { id: job.id, route, score, name: job.name, fields: Object.entries(fields).flat() };
+}
+
+/** Writes each job unless its id exists (so an interrupted migration resumes); validates all first. */
+export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job[]): Promise<ImportResult> {
+  const plans = jobs.map((job) => {
+    try {
+      return plan(job);
+    } catch (error) {
+      if (error instanceof ValidationError || error instanceof UnsupportedError) throw error;
+      throw new ValidationError(`glidemq-valkey: job ${job.id} cannot be imported: ${String(error)}`);
+    }
+  });
+  const result: ImportResult = { imported: 0, skipped: [] };
+  for (const p of plans) {
+    const written = await runScript(
+      client,
+      "import",
+      [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed],
+      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields)],
+    );
+    if (Number(written) === 1) result.imported++;
+    else result.skipped.push(p.id);
+  }
+  return result;
+}

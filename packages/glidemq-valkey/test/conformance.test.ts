@@ -1,0 +1,23 @@
+import { runConformance, serviceUrl } from "@switchyard/conformance";
+import { Redis } from "ioredis";
+import { afterAll } from "vitest";
+import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
+import { glideProbe } from "./support/probe.js";
+
+// Standalone Redis, logical database 4 (glide-mq conformance).
+const url = `${serviceUrl("redis")}/4`;
+const probeClient = new Redis(url);
+afterAll(async () => {
+  await probeClient.quit();
+});
+
+runConformance({
+  name: "glidemq-valkey (standalone)",
+  createBackend: async () => {
+    const backend = createGlideMqBackend({ url });
+    await backend.ready();
+    return backend;
+  },
+  probe: glideProbe(probeClient),
+  capabilities: GLIDEMQ_CAPABILITIES,
+});
