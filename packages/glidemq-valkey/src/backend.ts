@@ -42,7 +42,7 @@ export interface GlideMqBackendOptions {
 export const GLIDEMQ_CAPABILITIES: Capabilities = {
   delays: true,
   priorities: true,
-  dependencies: false,
+  dependencies: true,
   tags: false,
   progress: true,
   uniqueKeys: true,
@@ -251,7 +251,9 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
 
     async counts(queue): Promise<JobCounts> {
       const redis = await ready();
-      return { ...emptyCounts(), ...(await jobCounts(redis, keysOf(queue))) };
+      const keys = keysOf(queue);
+      const [glide, blocked] = await Promise.all([jobCounts(redis, keys), redis.zcard(keys.blocked)]);
+      return { ...emptyCounts(), ...glide, blocked };
     },
 
     async queues() {

@@ -24,7 +24,10 @@ export interface QueueKeys {
   metricsFailed: string;
   /** Switchyard's own: active jobs under a Switchyard lease, scored by expiry. glide-mq never reads it. */
   leases: string;
+  /** Switchyard's own: jobs enqueued here that wait on dependencies (state waiting-children). */
+  blocked: string;
   job(id: string): string;
+  deps(id: string): string;
   worker(consumerId: string): string;
 }
 
@@ -73,7 +76,9 @@ export function queueKeys(queue: string, prefix = DEFAULT_PREFIX): QueueKeys {
     metricsCompleted: `${base}metrics:completed`,
     metricsFailed: `${base}metrics:failed`,
     leases: `${base}sy:leases`,
+    blocked: `${base}sy:blocked`,
     job: (id) => `${base}job:${id}`,
+    deps: (id) => `${base}deps:${id}`,
     worker: (consumerId) => `${base}w:${consumerId}`,
   };
 }

@@ -10,8 +10,8 @@ import { type RedisClient, isCluster } from "./scripts.js";
  * the state lives in the job hash, so a page walks the structures that hold members and keeps the
  * jobs whose hash says the wanted state.
  */
-type Source = "stream" | "priority" | "lifo" | "scheduled" | "leases" | "completed" | "failed";
-const ALL_SOURCES: Source[] = ["stream", "priority", "lifo", "scheduled", "leases", "completed", "failed"];
+type Source = "stream" | "priority" | "lifo" | "scheduled" | "leases" | "completed" | "failed" | "blocked";
+const ALL_SOURCES: Source[] = ["completed", "failed", "stream", "priority", "lifo", "scheduled", "leases", "blocked"];
 const SOURCES_OF: Record<JobState, Source[]> = {
   waiting: ["priority", "lifo", "stream", "scheduled"],
   delayed: ["scheduled"],
@@ -19,8 +19,8 @@ const SOURCES_OF: Record<JobState, Source[]> = {
   completed: ["completed"],
   failed: ["failed"],
   canceled: ["failed"],
-  // glide-mq keeps no index of waiting-children parents.
-  blocked: [],
+  // Switchyard's own index: parents made by glide-mq's FlowProducer are in no index.
+  blocked: ["blocked"],
 };
 
 interface Position {
@@ -53,6 +53,7 @@ async function memberIds(
     leases: keys.leases,
     completed: keys.completed,
     failed: keys.failed,
+    blocked: keys.blocked,
   }[source];
   const ids =
     source === "priority" || source === "lifo"
@@ -70,13 +71,14 @@ export async function loadJobs(
 ): Promise<Array<{ job: Job; hash: Record<string, string> } | null>> {
   if (ids.length === 0) return [];
   const pipeline = client.pipeline();
-  for (const id of ids) pipeline.hgetall(keys.job(id)).zscore(keys.scheduled, id);
+  for (const id of ids) pipeline.hgetall(keys.job(id)).zscore(keys.scheduled, id).smembers(keys.deps(id));
   const replies = (await pipeline.exec()) ?? [];
   return ids.map((_, i) => {
-    const hash = replies[2 * i]?.[1] as Record<string, string> | undefined;
+    const hash = replies[3 * i]?.[1] as Record<string, string> | undefined;
     if (!hash || Object.keys(hash).length === 0) return null;
-    const score = (replies[2 * i + 1]?.[1] as string | null) ?? null;
-    return { job: toJob(queue, hash, score), hash };
+    const score = (replies[3 * i + 1]?.[1] as string | null) ?? null;
+    const deps = (replies[3 * i + 2]?.[1] as string[] | null) ?? [];
+    return { job: toJob(queue, hash, score, deps), hash };
   });
 }
 

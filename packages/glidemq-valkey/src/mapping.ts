@@ -88,7 +88,7 @@ export function attemptsOf(hash: Record<string, string>): number {
 }
 
 /** The core job a glide-mq job hash describes; `score` is its ZSCORE in `scheduled`, if any. */
-export function toJob(queue: string, hash: Record<string, string>, score: string | null): Job {
+export function toJob(queue: string, hash: Record<string, string>, score: string | null, deps: string[] = []): Job {
   const opts = parseOpts(hash);
   const state = coreState(hash);
   const native: Record<string, string> = {};
@@ -123,7 +123,8 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
       hash.failedReason === undefined ? null : { message: hash.failedReason, ...(hash.syErrorGroup ? { group: hash.syErrorGroup } : {}) },
     progress: hash.progress === undefined ? null : (parseStored(hash.progress) as Json),
     tags: [],
-    dependsOn: [],
+    // deps:<id> members are "<prefix>:{<queue>}:<id>".
+    dependsOn: deps.map((member) => member.slice(member.lastIndexOf(":") + 1)).sort(),
     uniqueKey: opts.deduplication?.id ?? null,
     native: { glide: { state: hash.state ?? null, opts, fields: native } },
   };
@@ -135,8 +136,6 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
  */
 export function toNewJob(input: NormalizedEnqueueInput, now: number): NewJob {
   if (input.tags.length > 0) throw new UnsupportedError("glidemq-valkey: glide-mq jobs have no tags");
-  if (input.dependsOn.length > 0)
-    throw new UnsupportedError("glidemq-valkey: dependencies (glide-mq flows) are not supported by this adapter");
   const given = input.native?.opts;
   const runAt = input.runAt ?? (input.delay !== undefined ? now + input.delay : undefined);
   const delay = runAt !== undefined && runAt > now ? runAt - now : 0;
@@ -157,6 +156,7 @@ export function toNewJob(input: NormalizedEnqueueInput, now: number): NewJob {
     opts,
     extraFields,
     timestamp: now,
+    dependsOn: input.dependsOn,
     ...(verbatim ? { storedOpts: JSON.stringify(verbatim) } : {}),
   };
 }

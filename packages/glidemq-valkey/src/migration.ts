@@ -8,14 +8,25 @@ import { type RedisClient, runScript } from "./scripts.js";
 
 interface ImportPlan {
   id: string;
-  route: "stream" | "priority" | "lifo" | "scheduled" | "completed" | "failed";
+  route: "stream" | "priority" | "lifo" | "scheduled" | "completed" | "failed" | "blocked";
   score: number;
   name: string;
   fields: string[];
+  dependsOn: string[];
 }
 
 /** Fields a migrated job may not carry over: lease bookkeeping and counts re-derived from `attempts`. */
-const DROPPED = new Set(["syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId", "attemptsMade", "stalledCount", "lastActive", "revoked"]);
+const DROPPED = new Set([
+  "depsCompleted",
+  "syWorker",
+  "syLeaseUntil",
+  "syLeaseStart",
+  "syEntryId",
+  "attemptsMade",
+  "stalledCount",
+  "lastActive",
+  "revoked",
+]);
 
 function nativeGlide(job: Job): { opts?: GlideJobOptions; fields: Record<string, string> } {
   const glide = job.native.glide as { opts?: GlideJobOptions; fields?: Record<string, string> } | undefined;
@@ -29,8 +40,9 @@ function nativeGlide(job: Job): { opts?: GlideJobOptions; fields: Record<string,
  */
 function plan(job: Job): ImportPlan {
   validateJobId(job.id);
-  if (job.state === "blocked")
-    throw new UnsupportedError(`glidemq-valkey: job ${job.id} is blocked on dependencies, which this adapter does not support`);
+  if (job.state === "blocked" && job.dependsOn.length === 0) {
+    throw new ValidationError(`glidemq-valkey: job ${job.id} is blocked but names no dependency`);
+  }
   const glide = nativeGlide(job);
   const priority = toGlidePriority(job.priority);
   const opts: GlideJobOptions = glide.opts ?? {
@@ -71,6 +83,10 @@ function plan(job: Job): ImportPlan {
     nativeState = "prioritized";
   } else if (state === "waiting" && fields.lifo === "1") {
     route = "lifo";
+  } else if (state === "blocked") {
+    route = "blocked";
+    score = job.createdAt;
+    nativeState = "waiting-children";
   } else if (state === "completed") {
     route = "completed";
     score = job.finishedAt ?? job.createdAt;
@@ -81,7 +97,7 @@ function plan(job: Job): ImportPlan {
     if (state === "canceled") fields.revoked = "1";
   }
   fields.state = nativeState;
-  return { id: job.id, route, score, name: job.name, fields: Object.entries(fields).flat() };
+  return { id: job.id, route, score, name: job.name, fields: Object.entries(fields).flat(), dependsOn: job.dependsOn };
 }
 
 /** Writes each job unless its id exists (so an interrupted migration resumes); validates all first. */
@@ -100,7 +116,7 @@ export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job
       client,
       "import",
       [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed],
-      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields)],
+      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn)],
     );
     if (Number(written) === 1) result.imported++;
     else result.skipped.push(p.id);

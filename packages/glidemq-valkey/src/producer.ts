@@ -1,3 +1,4 @@
+import { ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
 import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { type GlideJobOptions, checkOptions } from "./options.js";
@@ -22,6 +23,8 @@ export interface NewJob {
   extraFields?: Record<string, string>;
   /** The `opts` text to store when it differs from `opts` (options a caller gave, stored as given). */
   storedOpts?: string;
+  /** Ids of jobs of the same queue this one waits for (glide-mq's DAG layout: `deps:`, `parents:`). */
+  dependsOn?: string[];
   /** The enqueue time in ms; the producer's clock when omitted. */
   timestamp?: number;
 }
@@ -30,7 +33,7 @@ export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: stri
 
 /** At most this many jobs go into one atomic script call, as glide-mq's addBulk chunks by 1000. */
 const BULK_CHUNK = 1000;
-const ADD_ARGS = 15;
+const ADD_ARGS = 16;
 
 /**
  * Adds jobs to one queue exactly as glide-mq's `Queue.add` / `addBulk` does (glidemq_addJob and
@@ -73,6 +76,10 @@ export class GlideProducer {
         [k.id, k.stream, k.scheduled, k.events, k.lifo, k.priority, k.dedup],
         args,
       )) as Array<[AddOutcome["status"], string]>;
+      const [first] = reply;
+      if (first && String(first[0]) === "missing") {
+        throw new ValidationError(`glidemq-valkey: job ${String(first[1])} (a dependency) does not exist in queue ${this.queue}`);
+      }
       for (const [status, id] of reply) outcomes.push({ status, id: String(id) });
     }
     return outcomes;
@@ -101,6 +108,7 @@ export class GlideProducer {
       dedup?.id ?? "",
       String(dedup?.ttl ?? 0),
       dedup?.mode ?? "simple",
+      job.dependsOn && job.dependsOn.length > 0 ? JSON.stringify(job.dependsOn) : "",
     ];
     if (args.length !== ADD_ARGS) throw new Error("glidemq-valkey: add arguments out of step with add.lua");
     return args;

@@ -1,9 +1,11 @@
 -- Adds jobs exactly as glidemq_addJob (and, with a dedup id, glidemq_dedup) does; several jobs in
 -- one call are added atomically, in order (bulk enqueue).
 -- KEYS: id, stream, scheduled, events, lifo, priority, dedup
--- ARGV: 15 per job: name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, lifo,
---       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce)
--- Returns per job {'created', id} | {'skipped', existingId} | {'duplicate', id}.
+-- ARGV: 16 per job: name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, lifo,
+--       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce),
+--       dependsOnJson ('' = none: a JSON array of job ids of this queue)
+-- Returns per job {'created', id} | {'skipped', existingId} | {'duplicate', id}, or {{'missing', depId}}
+-- (and writes nothing) when a dependency does not exist.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local dedupKey = KEYS[7]
 
@@ -33,10 +35,20 @@ local function dedupBlocks(a)
   return nil
 end
 
+local PER_JOB = 16
+for offset = 0, #ARGV - 1, PER_JOB do
+  local depsJson = ARGV[offset + 16]
+  if depsJson and depsJson ~= '' then
+    for _, depId in ipairs(cjson.decode(depsJson)) do
+      if redis.call('EXISTS', prefix .. 'job:' .. depId) == 0 then return {{'missing', depId}} end
+    end
+  end
+end
+
 local results = {}
-for offset = 0, #ARGV - 1, 15 do
+for offset = 0, #ARGV - 1, PER_JOB do
   local a = {}
-  for i = 1, 15 do a[i] = ARGV[offset + i] end
+  for i = 1, PER_JOB do a[i] = ARGV[offset + i] end
   local blocker = nil
   if a[13] ~= '' then blocker = dedupBlocks(a) end
   if blocker then

@@ -1,6 +1,7 @@
 -- Writes one migrated job as it was (ids, timestamps, attempts kept) unless the id exists.
 -- KEYS: job, id, stream, scheduled, completed, failed
--- ARGV: jobId, route (stream|priority|lifo|scheduled|completed|failed|none), score, name, flatFieldsJson
+-- ARGV: jobId, route (stream|priority|lifo|scheduled|completed|failed|blocked), score, name, flatFieldsJson,
+--       dependsOnJson (route blocked: the ids it waits for)
 -- Returns 1 when written, 0 when the id already existed.
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local fields = cjson.decode(ARGV[5])
@@ -25,5 +26,12 @@ elseif route == 'completed' then
   redis.call('ZADD', KEYS[5], ARGV[3], jobId)
 elseif route == 'failed' then
   redis.call('ZADD', KEYS[6], ARGV[3], jobId)
+elseif route == 'blocked' then
+  if registerDependencies(prefix, jobId, cjson.decode(ARGV[6])) then
+    redis.call('HSET', KEYS[1], 'state', 'waiting')
+    redis.call('XADD', KEYS[3], '*', 'jobId', jobId, 'name', ARGV[4])
+  else
+    redis.call('ZADD', prefix .. 'sy:blocked', ARGV[3], jobId)
+  end
 end
 return 1

@@ -237,28 +237,63 @@ local function fetchJobs(ctx, count, out)
   return out
 end
 
--- A finished child tells its parent in the same queue (flows): depdone:<member>, depsCompleted,
--- and the parent is queued once every child is done.
+-- One dependency done: depdone:<member> (once), depsCompleted+1, and the dependent job queued
+-- once every dependency is done, with the `active` event glide-mq writes for a released parent.
+local function markDependencyDone(prefix, parentId, member)
+  local parentKey = prefix .. 'job:' .. parentId
+  if redis.call('HSETNX', parentKey, 'depdone:' .. member, '1') == 0 then return end
+  local done = redis.call('HINCRBY', parentKey, 'depsCompleted', 1)
+  local total = redis.call('SCARD', prefix .. 'deps:' .. parentId)
+  if total - done <= 0 and redis.call('HGET', parentKey, 'state') == 'waiting-children' then
+    redis.call('HSET', parentKey, 'state', 'waiting')
+    redis.call('ZREM', prefix .. 'sy:blocked', parentId)
+    redis.call('XADD', prefix .. 'stream', '*', 'jobId', parentId, 'name', redis.call('HGET', parentKey, 'name') or '')
+    emitEvent(prefix .. 'events', 'active', parentId, nil)
+  end
+end
+
+-- A finished job tells the jobs that wait on it in the same queue: its flow parent (parentId) and
+-- its DAG parents (the `parents:<id>` set, members "<queuePrefix>:<parentId>").
 local function notifyParent(prefix, jobKey, jobId)
-  local parent = redis.call('HMGET', jobKey, 'parentId', 'parentQueue')
-  if not parent[1] or parent[1] == '' then return end
   local queuePrefix = string.sub(prefix, 1, #prefix - 1)
-  local tag = '{' .. (parent[2] or '') .. '}'
-  if parent[2] and parent[2] ~= '' and string.sub(queuePrefix, -#tag) ~= tag then return end
-  local parentKey = prefix .. 'job:' .. parent[1]
-  if redis.call('HSETNX', parentKey, 'depdone:' .. queuePrefix .. ':' .. jobId, '1') == 1 then
-    local done = redis.call('HINCRBY', parentKey, 'depsCompleted', 1)
-    local total = redis.call('SCARD', prefix .. 'deps:' .. parent[1])
-    if total - done <= 0 and redis.call('HGET', parentKey, 'state') == 'waiting-children' then
-      redis.call('HSET', parentKey, 'state', 'waiting')
-      redis.call('XADD', prefix .. 'stream', '*', 'jobId', parent[1], 'name', redis.call('HGET', parentKey, 'name') or '')
-      emitEvent(prefix .. 'events', 'active', parent[1], nil)
+  local member = queuePrefix .. ':' .. jobId
+  local parent = redis.call('HMGET', jobKey, 'parentId', 'parentQueue')
+  if parent[1] and parent[1] ~= '' then
+    local tag = '{' .. (parent[2] or '') .. '}'
+    if not parent[2] or parent[2] == '' or string.sub(queuePrefix, -#tag) == tag then
+      markDependencyDone(prefix, parent[1], member)
+    end
+  end
+  for _, entry in ipairs(redis.call('SMEMBERS', prefix .. 'parents:' .. jobId)) do
+    local sep = string.find(entry, ':[^:]+$')
+    if sep and string.sub(entry, 1, sep - 1) == queuePrefix then
+      markDependencyDone(prefix, string.sub(entry, sep + 1), member)
     end
   end
 end
 
--- Validation and creation shared by add.lua and dedup-add.lua. args: name, data, opts, timestamp,
--- delay, priority, maxAttempts, ttl, customId, lifo, skipEvents, extraFieldsJson.
+-- Makes job `jobId` (already written, state waiting-children) wait on `deps`, in glide-mq's DAG
+-- layout: deps:<jobId> holds "<queuePrefix>:<depId>", parents:<depId> holds "<queuePrefix>:<jobId>".
+-- Returns true when every dependency had already completed.
+local function registerDependencies(prefix, jobId, deps)
+  local queuePrefix = string.sub(prefix, 1, #prefix - 1)
+  local jobKey = prefix .. 'job:' .. jobId
+  local done = 0
+  for _, depId in ipairs(deps) do
+    local member = queuePrefix .. ':' .. depId
+    redis.call('SADD', prefix .. 'deps:' .. jobId, member)
+    redis.call('SADD', prefix .. 'parents:' .. depId, queuePrefix .. ':' .. jobId)
+    if redis.call('HGET', prefix .. 'job:' .. depId, 'state') == 'completed' then
+      redis.call('HSET', jobKey, 'depdone:' .. member, '1')
+      done = done + 1
+    end
+  end
+  if done > 0 then redis.call('HSET', jobKey, 'depsCompleted', tostring(done)) end
+  return done >= redis.call('SCARD', prefix .. 'deps:' .. jobId)
+end
+
+-- Job creation for add.lua. args: name, data, opts, timestamp, delay, priority, maxAttempts, ttl,
+-- customId, lifo, skipEvents, extraFieldsJson, (dedup x3), dependsOnJson ('' = none).
 local function createJob(prefix, idKey, a)
   local timestamp = tonumber(a[4])
   local delay = tonumber(a[5]) or 0
@@ -290,8 +325,12 @@ local function createJob(prefix, idKey, a)
     fields[#fields + 1] = 'lifo'
     fields[#fields + 1] = '1'
   end
+  local deps = {}
+  if a[16] and a[16] ~= '' then deps = cjson.decode(a[16]) end
   fields[#fields + 1] = 'state'
-  if delay > 0 then
+  if #deps > 0 then
+    fields[#fields + 1] = 'waiting-children'
+  elseif delay > 0 then
     fields[#fields + 1] = 'delayed'
   elseif priority > 0 then
     fields[#fields + 1] = 'prioritized'
@@ -305,7 +344,14 @@ local function createJob(prefix, idKey, a)
     end
   end
   redis.call('HSET', jobKey, unpack(fields))
-  if delay > 0 then
+  if #deps > 0 then
+    if registerDependencies(prefix, jobId, deps) then
+      redis.call('HSET', jobKey, 'state', 'waiting')
+      redis.call('XADD', prefix .. 'stream', '*', 'jobId', jobId, 'name', a[1])
+    else
+      redis.call('ZADD', prefix .. 'sy:blocked', timestamp, jobId)
+    end
+  elseif delay > 0 then
     redis.call('ZADD', prefix .. 'scheduled', priority * PRIORITY_SHIFT + timestamp + delay, jobId)
   elseif priority > 0 then
     redis.call('ZADD', prefix .. 'scheduled', priority * PRIORITY_SHIFT, jobId)

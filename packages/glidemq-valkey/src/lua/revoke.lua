@@ -11,6 +11,7 @@ local state = h[1]
 if not state then return 'NOT_FOUND' end
 if state == 'completed' or state == 'failed' then return 'INVALID_STATE:' .. state end
 redis.call('ZREM', KEYS[3], jobId)
+redis.call('ZREM', prefix .. 'sy:blocked', jobId)
 local inList = redis.call('LREM', KEYS[6], 0, jobId) + redis.call('LREM', KEYS[7], 0, jobId)
 local entryId = h[2] or nil
 local inStream = state == 'waiting' or state == 'active'
