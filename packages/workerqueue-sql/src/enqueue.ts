@@ -74,18 +74,18 @@ async function insertOrFind(
     return { job: rowToJob(store, await rowById(store, db, rowId), now), created: true };
   } catch (error) {
     if (!keyed || !isUniqueViolation(error)) throw error;
-    const winner = await findExisting(store, db, queue, input);
+    const winner = await findExisting(store, db, queue, input, true);
     if (!winner) throw error;
     return { job: rowToJob(store, winner, now), created: false };
   }
 }
 
-async function findExisting(store: Store, db: Db, queue: string, input: NormalizedEnqueueInput): Promise<JobRow | null> {
+async function findExisting(store: Store, db: Db, queue: string, input: NormalizedEnqueueInput, latest = false): Promise<JobRow | null> {
   if (input.id !== undefined) {
-    const byId = await findRow(store, db, queue, input.id);
+    const byId = await findRow(store, db, queue, input.id, latest);
     if (byId) return byId;
   }
-  if (input.uniqueKey !== undefined) return findByUniqueKey(store, db, queue, input.uniqueKey);
+  if (input.uniqueKey !== undefined) return findByUniqueKey(store, db, queue, input.uniqueKey, latest);
   return null;
 }
 

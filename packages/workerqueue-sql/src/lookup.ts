@@ -8,8 +8,8 @@ import { whereJobId, whereQueue } from "./where.js";
 export type Db = Knex | Knex.Transaction;
 
 /** The row of a job id in a queue, or null. */
-export async function findRow(store: Store, db: Db, queue: string, id: string): Promise<JobRow | null> {
-  const query = db(store.table).select("*");
+export async function findRow(store: Store, db: Db, queue: string, id: string, latest = false): Promise<JobRow | null> {
+  const query = latestRead(store, db(store.table).select("*"), latest);
   whereQueue(store, query, queue);
   whereJobId(query, id);
   // A caller-chosen id wins over a row id of the same spelling (see sequence.ts for why both are rare).
@@ -17,11 +17,20 @@ export async function findRow(store: Store, db: Db, queue: string, id: string): 
   return rows[0] ?? null;
 }
 
-export async function findByUniqueKey(store: Store, db: Db, queue: string, key: string): Promise<JobRow | null> {
-  const query = db(store.table).select("*").where(SY.uniqueKey, key);
+export async function findByUniqueKey(store: Store, db: Db, queue: string, key: string, latest = false): Promise<JobRow | null> {
+  const query = latestRead(store, db(store.table).select("*"), latest).where(SY.uniqueKey, key);
   whereQueue(store, query, queue);
   const rows = (await query.limit(1)) as JobRow[];
   return rows[0] ?? null;
+}
+
+/**
+ * Inside a MySQL REPEATABLE READ transaction a plain SELECT reads the transaction's old snapshot and
+ * misses a row another transaction just committed; a locking read sees it. Postgres (READ COMMITTED)
+ * and SQLite (one writer at a time) see it anyway.
+ */
+function latestRead(store: Store, query: Knex.QueryBuilder, latest: boolean): Knex.QueryBuilder {
+  return latest && store.dialect === "mysql" ? query.forShare() : query;
 }
 
 export async function rowById(store: Store, db: Db, rowId: number | string): Promise<JobRow> {

@@ -148,6 +148,23 @@ for (const dialect of DIALECTS) {
       expect((await wq.get(q, chosen))?.name).toBe("chosen");
     });
 
+    it("concurrent bulk enqueues sharing a unique key agree on one job, and each batch still writes its other jobs", async () => {
+      const producers = await Promise.all(Array.from({ length: 6 }, () => open()));
+      const q = queue();
+      // Connections open first, so the batches really overlap.
+      await Promise.all(producers.map((wq) => wq.counts(q)));
+      const batches = await Promise.all(
+        producers.map((wq, i) =>
+          wq.enqueueBulk(q, [{ name: "probe", uniqueKey: `own-${i}` }, { name: `own-${i}` }, { name: "shared", uniqueKey: "same" }]),
+        ),
+      );
+      const shared = batches.map((batch) => batch[2]);
+      expect(new Set(shared.map((r) => r?.job.id)).size).toBe(1);
+      expect(shared.filter((r) => r?.created)).toHaveLength(1);
+      const [count] = (await db(table).where("sy_queue", q).count({ n: "*" })) as Array<{ n: number | string }>;
+      expect(Number(count?.n)).toBe(6 * 2 + 1);
+    });
+
     it("dependencies are refused with UnsupportedError, on enqueue and on import, and nothing is written", async () => {
       const wq = await open();
       const q = queue();
