@@ -116,12 +116,18 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
           continue;
         }
         try {
-          await insertRow(store, trx, importRow(store, queue, job, now));
+          await trx.transaction((savepoint) => insertRow(store, savepoint, importRow(store, queue, job, now)));
         } catch (error) {
-          if (isUniqueViolation(error)) {
-            throw new ConflictError(`workerqueue-sql: job ${job.id} clashes with a job of ${queue} that has the same unique key or id`);
+          if (!isUniqueViolation(error)) throw error;
+          // A concurrent import of the same job got there first: skipped, as if it had been there.
+          if (await findRow(store, trx, queue, job.id, true)) {
+            outcome.skipped.push(job.id);
+            continue;
           }
-          throw error;
+          throw new ConflictError(`workerqueue-sql: job ${job.id} has the unique key of another job of ${queue}`, {
+            id: job.id,
+            uniqueKey: job.uniqueKey,
+          });
         }
         outcome.imported++;
       }

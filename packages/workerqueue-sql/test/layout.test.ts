@@ -165,6 +165,31 @@ for (const dialect of DIALECTS) {
       expect(Number(count?.n)).toBe(6 * 2 + 1);
     });
 
+    it("concurrent imports of the same jobs write each job once and report the others as skipped", async () => {
+      const importers = await Promise.all(Array.from({ length: 4 }, () => open()));
+      const source = queue();
+      const target = queue();
+      await importers[0]?.enqueueBulk(source, [{ name: "a" }, { name: "b" }, { name: "c" }]);
+      const { items } = (await importers[0]?.export(source)) ?? { items: [] };
+      const results = await Promise.all(importers.map((wq) => wq.import(target, items)));
+      expect(results.reduce((sum, r) => sum + r.imported, 0)).toBe(3);
+      expect(results.reduce((sum, r) => sum + r.skipped.length, 0)).toBe(3 * 3);
+      const [count] = (await db(table).where("sy_queue", target).count({ n: "*" })) as Array<{ n: number | string }>;
+      expect(Number(count?.n)).toBe(3);
+    });
+
+    it("import() of a job whose unique key another job of the queue holds is a ConflictError and writes none of the batch", async () => {
+      const wq = await open();
+      const source = queue();
+      const target = queue();
+      await wq.enqueue(target, { name: "holder", uniqueKey: "k" });
+      await wq.enqueueBulk(source, [{ name: "free" }, { name: "clash", uniqueKey: "k" }]);
+      const { items } = await wq.export(source);
+      await expect(wq.import(target, items)).rejects.toMatchObject({ code: "CONFLICT" });
+      const [count] = (await db(table).where("sy_queue", target).count({ n: "*" })) as Array<{ n: number | string }>;
+      expect(Number(count?.n)).toBe(1);
+    });
+
     it("dependencies are refused with UnsupportedError, on enqueue and on import, and nothing is written", async () => {
       const wq = await open();
       const q = queue();
