@@ -64,6 +64,10 @@ export class GlideConsumer {
     this.startedAt = this.clock();
   }
 
+  get honoursPause(): boolean {
+    return this.options.honourPause !== false;
+  }
+
   get lockDuration(): number {
     return this.options.lockDuration ?? 30_000;
   }
@@ -104,9 +108,20 @@ export class GlideConsumer {
       this.client,
       "reserve",
       [k.stream, k.scheduled, k.events, k.priority, k.lifo, k.listActive, k.meta, k.leases, k.failed, k.metricsFailed],
-      [this.clock(), CONSUMER_GROUP, this.consumerId, count, "", "", this.options.honourPause === false ? "0" : "1", "0"],
+      [this.clock(), CONSUMER_GROUP, this.consumerId, count, "", "", this.honoursPause ? "1" : "0", "0"],
     )) as unknown[];
     return reply.map(toActivated);
+  }
+
+  /** Activates an entry this consumer read itself (a blocking XREADGROUP); null when it was skipped. */
+  async activate(jobId: string, entryId: string): Promise<ActivatedJob | null> {
+    const reply = (await runScript(
+      this.client,
+      "activate",
+      [this.keys.stream],
+      [this.clock(), CONSUMER_GROUP, this.consumerId, jobId, entryId],
+    )) as unknown[];
+    return reply.length > 0 ? toActivated(reply) : null;
   }
 
   /** Completes the job; with `fetchNext`, claims and returns the next job in the same atomic call. */
@@ -117,7 +132,18 @@ export class GlideConsumer {
       this.client,
       "complete",
       [k.stream, k.completed, k.events, k.job(job.id), k.metricsCompleted, k.listActive],
-      [job.id, job.entryId, returnvalue, this.clock(), CONSUMER_GROUP, "", fetchNext ? "1" : "0", this.consumerId, "0"],
+      [
+        job.id,
+        job.entryId,
+        returnvalue,
+        this.clock(),
+        CONSUMER_GROUP,
+        "",
+        fetchNext ? "1" : "0",
+        this.consumerId,
+        "0",
+        this.honoursPause ? "1" : "0",
+      ],
     )) as Reply;
     throwRefusal(reply, this.queue, job.id);
     return reply.length > 2 ? toActivated(reply.slice(2)) : null;

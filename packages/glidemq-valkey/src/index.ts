@@ -8,3 +8,4 @@ export { jobCounts, setPaused, isPaused, type GlideJobCounts } from "./queue-adm
 export { createGlideMqBackend, GLIDEMQ_CAPABILITIES, type GlideMqBackendOptions } from "./backend.js";
 export type { GlideMqConnection } from "./connection.js";
 export { toGlidePriority, fromGlidePriority, toJob } from "./mapping.js";
+export { GlideWorker, UNRECOVERABLE, type GlideWorkerOptions, type Processor, type ProcessedJob } from "./worker.js";

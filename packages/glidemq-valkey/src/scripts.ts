@@ -9,6 +9,7 @@ export type RedisClient = Redis | Cluster;
 
 export type ScriptName =
   | "add"
+  | "activate"
   | "reserve"
   | "complete"
   | "fail"
@@ -45,7 +46,19 @@ export function script(name: ScriptName): LoadedScript {
   return loaded;
 }
 
-const ALL: ScriptName[] = ["add", "reserve", "complete", "fail", "promote", "reclaim-stalled", "heartbeat", "revoke", "pause", "import"];
+const ALL: ScriptName[] = [
+  "add",
+  "activate",
+  "reserve",
+  "complete",
+  "fail",
+  "promote",
+  "reclaim-stalled",
+  "heartbeat",
+  "revoke",
+  "pause",
+  "import",
+];
 
 function isCluster(client: RedisClient): client is Cluster {
   return "nodes" in client && typeof (client as Cluster).nodes === "function" && (client as Cluster).isCluster === true;

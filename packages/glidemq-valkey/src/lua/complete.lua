@@ -2,7 +2,8 @@
 -- same call as glidemq_completeAndFetchNext does (with its `active` event for list jobs).
 -- KEYS: stream, completed, events, job, metrics:completed, list-active
 -- ARGV: jobId, entryId ('-' = the one Switchyard recorded), returnvalue, now, group,
---       leaseWorker ('' = no lease check), fetchNext (1/0), consumer, snapshot (1/0)
+--       leaseWorker ('' = no lease check), fetchNext (1/0), consumer, snapshot (1/0),
+--       honourPause (1/0: fetch nothing while meta.paused is 1)
 -- Returns {'OK', finishedHash, nextJobId, nextEntryId, nextHash} (finishedHash is {} unless snapshot
 -- is asked for, the next job only with fetchNext) | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
 local jobKey = KEYS[4]
@@ -30,6 +31,7 @@ if ARGV[9] == '1' then snapshot = redis.call('HGETALL', jobKey) end
 applyRetention(KEYS[2], prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
 
 if ARGV[7] ~= '1' then return {'OK', snapshot} end
+if ARGV[10] == '1' and redis.call('HGET', prefix .. 'meta', 'paused') == '1' then return {'OK', snapshot} end
 local ctx = { prefix = prefix, now = now, group = ARGV[5], consumer = ARGV[8], leaseWorker = '', leaseUntil = '', activeEvents = true }
 local next = fetchJobs(ctx, 1, {})
 if #next == 0 then return {'OK', snapshot} end

@@ -1,0 +1,81 @@
+import { randomUUID } from "node:crypto";
+import { eventually, serviceUrl } from "@switchyard/conformance";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
+
+const url = `${serviceUrl("redis")}/4`;
+let redis: Redis;
+const queue = () => `wk-${randomUUID().slice(0, 8)}`;
+
+beforeAll(() => {
+  redis = new Redis(url);
+});
+afterAll(async () => {
+  await redis.quit();
+});
+
+describe("glidemq-valkey: GlideWorker", () => {
+  it("processes every job once at concurrency 10, leaving glide-mq's bookkeeping balanced", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const producer = new GlideProducer(redis, q);
+    await producer.addBulk(
+      Array.from({ length: 200 }, (_, i) => ({ name: "n", data: i, ...(i % 10 === 0 ? { opts: { priority: 3 } } : {}) })),
+    );
+    const seen: number[] = [];
+    const worker = new GlideWorker(redis, q, (job) => seen.push(job.data as number), {
+      concurrency: 10,
+      promotionInterval: 50,
+      blockTimeout: 200,
+    });
+    await worker.start();
+    await eventually(async () => (await jobCounts(redis, k)).completed === 200, "200 completions");
+    await worker.close();
+    expect(new Set(seen).size).toBe(200);
+    expect(seen).toHaveLength(200);
+    expect(await jobCounts(redis, k)).toEqual({ waiting: 0, active: 0, delayed: 0, completed: 200, failed: 0 });
+    expect(await redis.get(k.listActive)).toBe("0");
+    expect(await redis.xlen(k.stream)).toBe(0);
+    expect(await redis.exists(k.worker(worker.consumer.consumerId))).toBe(0);
+  });
+
+  it("retries with the job's backoff, and an UnrecoverableError fails at once", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const producer = new GlideProducer(redis, q);
+    const flaky = String(await producer.add("flaky", 1, { attempts: 3, backoff: { type: "fixed", delay: 20 } }));
+    const fatal = String(await producer.add("fatal", 2, { attempts: 3 }));
+    const worker = new GlideWorker(
+      redis,
+      q,
+      (job) => {
+        if (job.name === "fatal") throw Object.assign(new Error("no way"), { name: UNRECOVERABLE });
+        if (job.attemptsMade < 2) throw new Error(`try ${job.attemptsMade}`);
+        return "ok";
+      },
+      { promotionInterval: 20, blockTimeout: 100 },
+    );
+    await worker.start();
+    await eventually(async () => (await redis.hget(k.job(flaky), "state")) === "completed", "the flaky job to complete");
+    await worker.close();
+    expect(await redis.hmget(k.job(flaky), "attemptsMade", "returnvalue")).toEqual(["2", '"ok"']);
+    expect(await redis.hmget(k.job(fatal), "state", "attemptsMade", "failedReason")).toEqual(["failed", "1", "no way"]);
+  });
+
+  it("claims nothing while meta.paused is 1, and resumes when it is cleared", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    await setPaused(redis, k, true);
+    await new GlideProducer(redis, q).add("wait", 1);
+    let ran = 0;
+    const worker = new GlideWorker(redis, q, () => ran++, { promotionInterval: 20, blockTimeout: 100 });
+    await worker.start();
+    await new Promise((resolve) => setTimeout(resolve, 300)); // a window in which a claim would have happened
+    expect(ran).toBe(0);
+    await setPaused(redis, k, false);
+    await eventually(async () => ran === 1, "the job after resume");
+    await worker.close();
+    expect((await jobCounts(redis, k)).completed).toBe(1);
+  });
+});
