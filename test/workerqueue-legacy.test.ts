@@ -2,7 +2,7 @@ import type { Backend } from "@switchyard/core";
 import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
 import type { Knex } from "knex";
 import { afterAll, describe, expect, it } from "vitest";
-import { DIALECTS, legacyDdl, randomTable, rawKnex, urlFor } from "../packages/workerqueue-sql/test/dialects.js";
+import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, urlFor } from "../packages/workerqueue-sql/test/dialects.js";
 import { LegacySql, legacyLockId, rowsOf } from "../packages/workerqueue-sql/test/legacy-sql.js";
 
 /**
@@ -19,6 +19,7 @@ for (const dialect of DIALECTS) {
     afterAll(async () => {
       for (const cleanup of cleanups) await cleanup();
       await db.destroy();
+      removeSqliteFile(url);
     });
 
     /** A fresh table per test: the legacy claim takes rows of every queue, so tests must not share one. */

@@ -48,11 +48,11 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, at
   }
 }
 
-function isConnectionError(error: unknown): boolean {
+export function isConnectionError(error: unknown): boolean {
   const e = error as DriverError;
   return (
     ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "PROTOCOL_CONNECTION_LOST", "57P01", "SQLITE_CANTOPEN"].includes(
       e?.code ?? "",
-    ) || /Knex: Timeout acquiring a connection/.test(e?.message ?? "")
+    ) || /Knex: Timeout acquiring a connection|Cannot open database|unable to open database/.test(e?.message ?? "")
   );
 }

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { SY, UNLOCKED } from "./columns.js";
+import { isConnectionError } from "./db-errors.js";
 import type { Store } from "./options.js";
 
 type ColumnAdder = (table: Knex.CreateTableBuilder) => void;
@@ -77,7 +78,8 @@ export async function ensureSchema(store: Store, attempts = 5): Promise<void> {
     try {
       return await ensureSchemaOnce(store);
     } catch (error) {
-      if (attempt >= attempts) throw error;
+      // Only a lost race is worth another look; a server that cannot be reached will not be one in 50 ms.
+      if (attempt >= attempts || isConnectionError(error)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt + Math.random() * 50));
     }
   }

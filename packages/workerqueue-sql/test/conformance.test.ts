@@ -1,7 +1,7 @@
 import { runConformance } from "@switchyard/conformance";
 import { afterAll } from "vitest";
 import { WORKERQUEUE_CAPABILITIES, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, idTextSql, randomTable, rawKnex, urlFor } from "./dialects.js";
+import { DIALECTS, idTextSql, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
 
 for (const dialect of DIALECTS) {
   const url = urlFor(dialect);
@@ -12,6 +12,7 @@ for (const dialect of DIALECTS) {
     await probeDb.schema.dropTableIfExists(table);
     await probeDb.schema.dropTableIfExists(`${table}_paused_queues`);
     await probeDb.destroy();
+    removeSqliteFile(url);
   });
 
   runConformance({

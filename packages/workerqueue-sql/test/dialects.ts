@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { serviceUrl } from "@switchyard/conformance";
 import knexFactory, { type Knex } from "knex";
 import type { Dialect } from "../src/index.js";
@@ -13,6 +13,12 @@ export const DIALECTS: Dialect[] = ["sqlite", "postgres", "mysql"];
 export function urlFor(dialect: Dialect): string {
   if (dialect === "sqlite") return `sqlite:${join(mkdtempSync(join(tmpdir(), "switchyard-wq-")), "jobs.sqlite")}`;
   return serviceUrl(dialect);
+}
+
+/** Removes the temporary directory of a SQLite test database (no-op for server URLs). */
+export function removeSqliteFile(url: string): void {
+  if (url.startsWith("sqlite:") && url.includes("switchyard-wq-"))
+    rmSync(dirname(url.slice("sqlite:".length)), { recursive: true, force: true });
 }
 
 /** A table name no other test run uses, so parallel files never collide on one server. */

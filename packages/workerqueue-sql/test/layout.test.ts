@@ -1,7 +1,7 @@
 import type { Backend } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { DELAYED_LOCK, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, nowSql, randomTable, rawKnex, urlFor } from "./dialects.js";
+import { DIALECTS, nowSql, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
 
 /** Rules of the native layout that the shared conformance suite cannot know about. */
 for (const dialect of DIALECTS) {
@@ -25,6 +25,7 @@ for (const dialect of DIALECTS) {
       await db.schema.dropTableIfExists(table);
       await db.schema.dropTableIfExists(`${table}_paused_queues`);
       await db.destroy();
+      removeSqliteFile(url);
     });
 
     it("a reserved job holds a sy: lock id that fits varchar(40), its worker in sy_worker, and attempts counted in the row", async () => {
@@ -232,6 +233,14 @@ describe("workerqueue-sql: options", () => {
       expect.objectContaining({ code: "VALIDATION" }),
     );
     expect(() => createWorkerQueueBackend({})).toThrow(expect.objectContaining({ code: "VALIDATION" }));
+  });
+
+  it("a database that cannot be reached is a BackendUnavailableError", async () => {
+    for (const url of ["postgres://postgres@127.0.0.1:1/none", "mysql://root@127.0.0.1:1/none", "sqlite:/no/such/dir/jobs.sqlite"]) {
+      const wq = createWorkerQueueBackend({ url });
+      await expect(wq.ready(), url).rejects.toMatchObject({ code: "BACKEND_UNAVAILABLE" });
+      await wq.close();
+    }
   });
 
   it("sqlite::memory: gives a working embedded database", async () => {
