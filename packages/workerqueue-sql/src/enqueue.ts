@@ -67,11 +67,11 @@ async function insertOrFind(
   const keyed = input.id !== undefined || input.uniqueKey !== undefined;
   try {
     // In a transaction a refused insert would abort it (Postgres): a savepoint contains the failure.
-    const rowId =
+    const stored =
       keyed && inTransaction
         ? await (db as Knex.Transaction).transaction((savepoint) => insertRow(store, savepoint, row))
         : await insertRow(store, db, row);
-    return { job: rowToJob(store, await rowById(store, db, rowId), now), created: true };
+    return { job: rowToJob(store, stored, now), created: true };
   } catch (error) {
     if (!keyed || !isUniqueViolation(error)) throw error;
     const winner = await findExisting(store, db, queue, input, true);
@@ -89,14 +89,15 @@ async function findExisting(store: Store, db: Db, queue: string, input: Normaliz
   return null;
 }
 
-/** Inserts and returns the new row id (MySQL has no RETURNING). */
-export async function insertRow(store: Store, db: Db, row: Record<string, unknown>): Promise<number> {
+/** Inserts and returns the stored row: RETURNING where there is one, a read-back on MySQL. */
+export async function insertRow(store: Store, db: Db, row: Record<string, unknown>): Promise<JobRow> {
   if (store.dialect === "mysql") {
     const [id] = (await db(store.table).insert(row)) as number[];
-    return Number(id);
+    return rowById(store, db, Number(id));
   }
-  const [inserted] = (await db(store.table).insert(row, ["id"])) as Array<{ id: number }>;
-  return Number(inserted?.id);
+  const [inserted] = (await db(store.table).insert(row, "*")) as JobRow[];
+  if (!inserted) throw new Error("workerqueue-sql: the insert returned no row");
+  return inserted;
 }
 
 /** Writes jobs as they were (ids, states, attempts, timestamps); ids already in the queue are skipped. */

@@ -19,15 +19,26 @@ export async function advanceIdCounter(store: Store, db: Knex | Knex.Transaction
       [highest, table, highest],
     );
   } else if (store.dialect === "mysql") {
-    const [rows] = await db.raw(
-      "select auto_increment as next from information_schema.tables where table_schema = database() and table_name = ?",
-      [table],
-    );
-    const next = Number((rows as Array<{ next: unknown }>)[0]?.next ?? 0);
+    const next = await mysqlNextId(db, table);
     // DDL: commits implicitly, so this runs outside any transaction (callers call it after commit).
     if (next <= highest) await db.raw(`alter table ?? auto_increment = ${highest + 1}`, [table]);
   } else {
     // Tables created without AUTOINCREMENT have no counter row; then SQLite uses max(id)+1.
     await db.raw("update sqlite_sequence set seq = ? where name = ? and seq < ?", [highest, table, highest]);
   }
+}
+
+/** The table's next AUTO_INCREMENT value, read fresh (MySQL 8 caches it in information_schema). */
+async function mysqlNextId(db: Knex | Knex.Transaction, table: string): Promise<number> {
+  const read = async (connection: Knex.Transaction) => {
+    // MySQL 8 only; MariaDB has no such variable and never caches the value.
+    await connection.raw("set session information_schema_stats_expiry = 0").catch(() => undefined);
+    const [rows] = await connection.raw(
+      "select auto_increment as next from information_schema.tables where table_schema = database() and table_name = ?",
+      [table],
+    );
+    return Number((rows as Array<{ next: unknown }>)[0]?.next ?? 0);
+  };
+  // One connection for the session setting and the read.
+  return db.isTransaction ? read(db as Knex.Transaction) : (db as Knex).transaction(read);
 }
