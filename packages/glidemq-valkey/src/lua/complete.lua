@@ -10,7 +10,7 @@ local jobKey = KEYS[4]
 local jobId = ARGV[1]
 local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
 local now = tonumber(ARGV[4])
-local h = redis.call('HMGET', jobKey, 'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts')
+local h = redis.call('HMGET', jobKey, 'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts', 'parentId')
 if not h[1] then return {'NOT_FOUND'} end
 if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
 if ARGV[6] ~= '' and (h[2] ~= ARGV[6] or h[3] ~= h[4]) then return {'LEASE_LOST'} end
@@ -21,14 +21,16 @@ local processedOn = tonumber(h[3]) or now
 ackAndDelete(KEYS[1], ARGV[5], entryId)
 redis.call('ZADD', KEYS[2], now, jobId)
 redis.call('HSET', jobKey, 'state', 'completed', 'returnvalue', ARGV[3], 'finishedOn', ARGV[4])
-clearLease(prefix, jobKey, jobId)
+if h[2] then clearLease(prefix, jobKey, jobId) end
 emitEvent(KEYS[3], 'completed', jobId, {'returnvalue', ARGV[3]})
 recordMetrics(KEYS[5], now, now - processedOn)
 if entryId == '' then decrListActive(KEYS[6]) end
-notifyParent(prefix, jobKey, jobId)
+notifyParent(prefix, jobKey, jobId, h[7])
 local snapshot = {}
 if ARGV[9] == '1' then snapshot = redis.call('HGETALL', jobKey) end
-applyRetention(KEYS[2], prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
+if h[6] and string.find(h[6], 'removeOnComplete', 1, true) then
+  applyRetention(KEYS[2], prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
+end
 
 if ARGV[7] ~= '1' then return {'OK', snapshot} end
 if ARGV[10] == '1' and redis.call('HGET', prefix .. 'meta', 'paused') == '1' then return {'OK', snapshot} end

@@ -24,7 +24,7 @@ if ARGV[7] == '1' then maxAttempts = tonumber(opts['attempts']) or tonumber(h[7]
 ackAndDelete(KEYS[1], ARGV[5], entryId)
 local before = tonumber(h[9]) or 0
 local attemptsMade = redis.call('HINCRBY', jobKey, 'attemptsMade', 1)
-clearLease(prefix, jobKey, jobId)
+if h[2] then clearLease(prefix, jobKey, jobId) end
 if ARGV[10] ~= '' then redis.call('HSET', jobKey, 'syErrorGroup', ARGV[10]) else redis.call('HDEL', jobKey, 'syErrorGroup') end
 if entryId == '' then decrListActive(KEYS[7]) end
 

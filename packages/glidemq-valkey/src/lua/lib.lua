@@ -163,22 +163,32 @@ end
 local function activateJob(ctx, jobId, entryId, fromList)
   local prefix = ctx.prefix
   local jobKey = prefix .. 'job:' .. jobId
-  local meta = redis.call('HMGET', jobKey, 'state', 'revoked', 'expireAt')
   local streamKey = prefix .. 'stream'
-  if not meta[1] then
+  -- One HGETALL; the activation fields are then patched into the reply, as glidemq_moveToActive does.
+  local hash = redis.call('HGETALL', jobKey)
+  if #hash == 0 then
     ackAndDelete(streamKey, ctx.group, entryId)
     return nil
   end
-  if meta[2] == '1' then
+  local state, revoked, expireAt, at = nil, nil, nil, {}
+  for i = 1, #hash, 2 do
+    local field = hash[i]
+    if field == 'state' then state = hash[i + 1] at.state = i + 1
+    elseif field == 'revoked' then revoked = hash[i + 1]
+    elseif field == 'expireAt' then expireAt = tonumber(hash[i + 1])
+    elseif field == 'processedOn' then at.processedOn = i + 1
+    elseif field == 'lastActive' then at.lastActive = i + 1
+    end
+  end
+  if revoked == '1' then
     ackAndDelete(streamKey, ctx.group, entryId)
-    if meta[1] ~= 'failed' then
+    if state ~= 'failed' then
       redis.call('ZADD', prefix .. 'failed', ctx.now, jobId)
       redis.call('HSET', jobKey, 'state', 'failed', 'failedReason', 'revoked', 'finishedOn', tostring(ctx.now))
       emitEvent(prefix .. 'events', 'failed', jobId, {'failedReason', 'revoked'})
     end
     return nil
   end
-  local expireAt = tonumber(meta[3])
   if expireAt and expireAt > 0 and ctx.now > expireAt then
     expireJob(prefix, jobKey, jobId, ctx.now)
     ackAndDelete(streamKey, ctx.group, entryId)
@@ -186,16 +196,26 @@ local function activateJob(ctx, jobId, entryId, fromList)
   end
   local nowStr = tostring(ctx.now)
   redis.call('HSET', jobKey, 'state', 'active', 'processedOn', nowStr, 'lastActive', nowStr)
+  for _, field in ipairs({'state', 'processedOn', 'lastActive'}) do
+    local value = field == 'state' and 'active' or nowStr
+    if at[field] then
+      hash[at[field]] = value
+    else
+      hash[#hash + 1] = field
+      hash[#hash + 1] = value
+    end
+  end
   if ctx.leaseWorker ~= '' then
     redis.call('HSET', jobKey, 'syWorker', ctx.leaseWorker, 'syLeaseUntil', ctx.leaseUntil, 'syLeaseStart', nowStr,
       'syEntryId', entryId)
     redis.call('ZADD', prefix .. 'sy:leases', ctx.leaseUntil, jobId)
+    hash = redis.call('HGETALL', jobKey)
   end
   if fromList then
     if ctx.activeEvents then emitEvent(prefix .. 'events', 'active', jobId, nil) end
     redis.call('INCR', prefix .. 'list-active')
   end
-  return redis.call('HGETALL', jobKey)
+  return hash
 end
 
 -- The claim order of a glide-mq worker: the priority list, then the lifo list, then the stream
@@ -254,10 +274,12 @@ end
 
 -- A finished job tells the jobs that wait on it in the same queue: its flow parent (parentId) and
 -- its DAG parents (the `parents:<id>` set, members "<queuePrefix>:<parentId>").
-local function notifyParent(prefix, jobKey, jobId)
+-- `parentId` is the job's field when the caller has read it already (false: none), nil to read it here.
+local function notifyParent(prefix, jobKey, jobId, parentId)
   local queuePrefix = string.sub(prefix, 1, #prefix - 1)
   local member = queuePrefix .. ':' .. jobId
-  local parent = redis.call('HMGET', jobKey, 'parentId', 'parentQueue')
+  local parent = {false, false}
+  if parentId == nil or parentId then parent = redis.call('HMGET', jobKey, 'parentId', 'parentQueue') end
   if parent[1] and parent[1] ~= '' then
     local tag = '{' .. (parent[2] or '') .. '}'
     if not parent[2] or parent[2] == '' or string.sub(queuePrefix, -#tag) == tag then
