@@ -24,13 +24,13 @@ import {
 } from "@switchyard/core";
 import { claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
-import { SY } from "./columns.js";
+import { DELAYED_LOCK, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
 import { checkId, checkQueue, findRow } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { rowToJob, stateOf } from "./row.js";
-import { ensureSchema } from "./schema.js";
+import { detectLayout, ensureSchema } from "./schema.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { whereQueue, whereState } from "./where.js";
 
@@ -78,12 +78,10 @@ class WorkerQueueBackend implements Backend {
   }
 
   ready(): Promise<void> {
-    this.readying ??= this.createSchema
-      ? withRetry("ready", () => ensureSchema(this.store)).catch((error) => {
-          this.readying = undefined;
-          throw error;
-        })
-      : Promise.resolve();
+    this.readying ??= withRetry("ready", () => (this.createSchema ? ensureSchema(this.store) : detectLayout(this.store))).catch((error) => {
+      this.readying = undefined;
+      throw error;
+    });
     return this.readying;
   }
 
@@ -159,7 +157,7 @@ class WorkerQueueBackend implements Backend {
     await this.ready();
     const state = parseOrThrow(JobStateSchema, options.state, "state");
     const now = Date.now();
-    return this.page(checkQueue(queue), options, (query) => whereState(query, state, now));
+    return this.page(checkQueue(queue), options, (query) => whereState(this.store, query, state, now));
   }
 
   async counts(queue: string): Promise<JobCounts> {
@@ -170,17 +168,30 @@ class WorkerQueueBackend implements Backend {
       .select("status")
       .select(knex.raw("case when ?? > ? then 1 else 0 end as is_delayed", [SY.runAt, now]))
       .select(knex.raw("case when ?? is not null then 1 else 0 end as is_canceled", [SY.canceledMs]))
+      .select(
+        this.store.layout.rjqueueLocked
+          ? knex.raw("case when ?? = ? and ?? <> ? then 1 else 0 end as is_held", [RJQUEUE_LOCKED, true, "locked_queue_id", DELAYED_LOCK])
+          : knex.raw("0 as is_held"),
+      )
       .count({ n: "*" });
     whereQueue(this.store, query, checkQueue(queue));
-    const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3"));
+    const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3, 4"));
     const counts = emptyCounts();
-    for (const group of groups as Array<{ status: string | null; is_delayed: unknown; is_canceled: unknown; n: unknown }>) {
+    for (const group of groups as Array<{
+      status: string | null;
+      is_delayed: unknown;
+      is_canceled: unknown;
+      is_held: unknown;
+      n: unknown;
+    }>) {
       // stateOf() decides, so counts can never disagree with get() and list().
       const state = stateOf(
         {
           status: group.status,
           sy_run_at: Number(group.is_delayed) === 1 ? now + 1 : null,
           sy_canceled_ms: Number(group.is_canceled) === 1 ? now : null,
+          locked: Number(group.is_held) === 1,
+          locked_queue_id: "",
         } as JobRow,
         now,
       );

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { CLAIM_LOCK_PREFIX, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
-import { num, sqlDate } from "./row.js";
+import { num, rjqueueLocked, sqlDate } from "./row.js";
 import { whereDue, whereLeaseExpired, whereQueue } from "./where.js";
 
 export interface ClaimRequest {
@@ -32,7 +32,7 @@ function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimReq
   const query = db(store.table).select("id");
   whereQueue(store, query, request.queue);
   return query
-    .where((q) => q.where((due) => whereDue(due, request.now)).orWhere((expired) => whereLeaseExpired(expired, request.now)))
+    .where((q) => q.where((due) => whereDue(store, due, request.now)).orWhere((expired) => whereLeaseExpired(expired, request.now)))
     .orderBy([
       { column: SY.priority, order: "desc" },
       { column: "id", order: "asc" },
@@ -50,6 +50,7 @@ function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRe
     [SY.leaseUntil]: request.now + request.leaseMs,
     [SY.startedMs]: request.now,
     [SY.runAt]: null,
+    ...rjqueueLocked(store, true),
   };
 }
 
@@ -91,7 +92,10 @@ async function claimSqlite(store: Store, request: ClaimRequest, lock: string): P
  * rows whose lock is '') may run them too. Switchyard's own claim does not need it.
  */
 export async function releaseDueDelayed(store: Store, now: number): Promise<void> {
-  await store.knex(store.table).where("status", STATUS.pending).where("locked_queue_id", DELAYED_LOCK).where(SY.runAt, "<=", now).update({
-    locked_queue_id: UNLOCKED,
-  });
+  await store
+    .knex(store.table)
+    .where("status", STATUS.pending)
+    .where("locked_queue_id", DELAYED_LOCK)
+    .where(SY.runAt, "<=", now)
+    .update({ locked_queue_id: UNLOCKED, ...rjqueueLocked(store, false) });
 }

@@ -28,6 +28,14 @@ export const DELAYED_LOCK = "sy:delayed";
 /** Prefix of the lock ids Switchyard claims with, so a lock shows who took the row. */
 export const CLAIM_LOCK_PREFIX = "sy:";
 
+/**
+ * rjqueue's variant of the table has a boolean `locked` (true while a Ruby worker holds the row)
+ * instead of `locked_queue_id`. When ready() finds it, Switchyard keeps it in step: true while it
+ * holds a row or a row is delayed, false otherwise, so rjqueue's `status='pending' and locked=0`
+ * selection and Switchyard's claim never take the same row.
+ */
+export const RJQUEUE_LOCKED = "locked";
+
 /** Columns Switchyard adds to the legacy layout. */
 export const SY = {
   /** Queue name; NULL for legacy rows, which belong to the `defaultQueue` option. */
@@ -72,6 +80,8 @@ export interface JobRow {
   taskable_type?: string | null;
   details: string | null;
   locked_queue_id: string | null;
+  /** Only in rjqueue-layout tables. */
+  locked?: boolean | number | null;
   attempts: number | null;
   sy_queue: string | null;
   sy_job_id: string | null;

@@ -28,6 +28,8 @@ export interface Store {
   readonly pausedTable: string;
   readonly dataFormat: DataFormat;
   readonly defaultQueue: string;
+  /** What ready() found in an existing table; see `rjqueueLocked` in columns.ts. */
+  readonly layout: { rjqueueLocked: boolean };
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
@@ -57,6 +59,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     pausedTable: `${table}_paused_queues`,
     dataFormat,
     defaultQueue: options.defaultQueue ?? "default",
+    layout: { rjqueueLocked: false },
   };
   return { store, ownsKnex, createSchema: options.createSchema ?? true };
 }

@@ -1,5 +1,5 @@
 import { type Backoff, DEFAULT_MAX_ATTEMPTS, type Job, type JobState, type Json, type NormalizedEnqueueInput } from "@switchyard/core";
-import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import { decodeData, encodeData, formatOf } from "./encoding.js";
 import type { Store } from "./options.js";
 
@@ -15,6 +15,8 @@ export function jobIdOf(row: JobRow): string {
 /** The core state a row stands for; see the README's state table. */
 export function stateOf(row: JobRow, now: number): JobState {
   const status = row.status ?? "";
+  // rjqueue locks a pending row before it marks it processing: already taken.
+  if (status === STATUS.pending && isTrue(row.locked) && row.locked_queue_id !== DELAYED_LOCK) return "active";
   if (status === STATUS.pending) {
     const runAt = num(row.sy_run_at);
     return runAt !== null && runAt > now ? "delayed" : "waiting";
@@ -77,6 +79,7 @@ export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueue
     status: STATUS.pending,
     attempts: 0,
     locked_queue_id: runAt === null ? UNLOCKED : DELAYED_LOCK,
+    ...rjqueueLocked(store, runAt !== null),
     created_at: sqlDate(store, now),
     updated_at: sqlDate(store, now),
     ...legacy,
@@ -107,6 +110,7 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
     status,
     attempts: job.attempts,
     locked_queue_id: delayed ? DELAYED_LOCK : UNLOCKED,
+    ...rjqueueLocked(store, delayed),
     created_at: sqlDate(store, job.createdAt),
     updated_at: sqlDate(store, now),
     details: job.error?.message ?? null,
@@ -178,6 +182,15 @@ function dateMs(value: unknown): number | null {
     return Number.isNaN(ms) ? null : ms;
   }
   return null;
+}
+
+function isTrue(value: boolean | number | null | undefined): boolean {
+  return value === true || value === 1;
+}
+
+/** The rjqueue `locked` flag to write, when the table has that column (see columns.ts). */
+export function rjqueueLocked(store: Store, locked: boolean): Record<string, boolean> {
+  return store.layout.rjqueueLocked ? { [RJQUEUE_LOCKED]: locked } : {};
 }
 
 export function num(value: number | string | null | undefined): number | null {

@@ -1,5 +1,5 @@
 import type { Knex } from "knex";
-import { SY, UNLOCKED } from "./columns.js";
+import { RJQUEUE_LOCKED, SY, UNLOCKED } from "./columns.js";
 import { isConnectionError } from "./db-errors.js";
 import type { Store } from "./options.js";
 
@@ -85,6 +85,12 @@ export async function ensureSchema(store: Store, attempts = 5): Promise<void> {
   }
 }
 
+/** Notes which legacy variant the table is (rjqueue's boolean `locked` or not). */
+export async function detectLayout(store: Store): Promise<void> {
+  const columns = await store.knex(store.table).columnInfo();
+  store.layout.rjqueueLocked = Object.hasOwn(columns, RJQUEUE_LOCKED);
+}
+
 async function ensureSchemaOnce(store: Store): Promise<void> {
   const { knex, table } = store;
   if (!(await knex.schema.hasTable(table))) {
@@ -116,6 +122,7 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
       t.bigInteger("paused_ms").notNullable();
     });
   }
+  await detectLayout(store);
 }
 
 async function indexNames(store: Store): Promise<Set<string>> {

@@ -18,7 +18,7 @@ import { DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { findRow, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
-import { durationSeconds, num, rowToJob, sqlDate, stateOf } from "./row.js";
+import { durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
 
 /** What a transition requires of the row before it may change it. */
 interface Expect {
@@ -103,7 +103,7 @@ export function completeJob(store: Store, queue: string, id: string, options: Co
     "complete",
     { worker: options.worker, states: ["active"], onWrongState: "invalid-state" },
     (row, now) =>
-      finished(row, now, STATUS.complete, {
+      finished(store, row, now, STATUS.complete, {
         ...(options.result !== undefined ? { [SY.result]: JSON.stringify(options.result) } : {}),
       }),
   );
@@ -116,13 +116,14 @@ export function failJob(store: Store, queue: string, id: string, options: FailOp
     const attempts = Number(row.attempts ?? 0);
     const maxAttempts = num(row.sy_max_attempts) ?? 3;
     const errorColumns = { details: error.message, [SY.errorGroup]: error.group ?? null };
-    if (options.retry === false || attempts >= maxAttempts) return finished(row, now, STATUS.error, errorColumns);
+    if (options.retry === false || attempts >= maxAttempts) return finished(store, row, now, STATUS.error, errorColumns);
     const backoff = row.sy_backoff ? JSON.parse(row.sy_backoff) : null;
     const delay = options.retryDelay ?? backoffDelay(backoff, attempts);
     return {
       ...errorColumns,
       status: STATUS.pending,
       locked_queue_id: delay > 0 ? DELAYED_LOCK : UNLOCKED,
+      ...rjqueueLocked(store, delay > 0),
       [SY.runAt]: delay > 0 ? now + delay : null,
       [SY.worker]: null,
       [SY.leaseUntil]: null,
@@ -138,15 +139,16 @@ export async function cancelJob(store: Store, queue: string, id: string): Promis
     id,
     "cancel",
     { states: ["waiting", "delayed", "active", "blocked"], onWrongState: "invalid-state" },
-    (row, now) => finished(row, now, STATUS.error, { [SY.canceledMs]: now, details: row.details ?? "canceled" }),
+    (row, now) => finished(store, row, now, STATUS.error, { [SY.canceledMs]: now, details: row.details ?? "canceled" }),
   );
 }
 
-function finished(row: JobRow, now: number, status: string, extra: Record<string, unknown>): Record<string, unknown> {
+function finished(store: Store, row: JobRow, now: number, status: string, extra: Record<string, unknown>): Record<string, unknown> {
   const started = num(row.sy_started_ms);
   return {
     status,
     locked_queue_id: UNLOCKED,
+    ...rjqueueLocked(store, false),
     duration: started !== null && status === STATUS.complete ? durationSeconds(started, now) : null,
     [SY.worker]: null,
     [SY.leaseUntil]: null,

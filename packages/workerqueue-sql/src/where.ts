@@ -1,6 +1,6 @@
 import type { JobState } from "@switchyard/core";
 import type { Knex } from "knex";
-import { ACTIVE_STATUSES, DELAYED_LOCK, MAX_ROW_ID, STATUS, SY, UNLOCKED } from "./columns.js";
+import { ACTIVE_STATUSES, DELAYED_LOCK, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
 
 type Builder = Knex.QueryBuilder;
@@ -23,11 +23,22 @@ export function whereJobId(query: Builder, id: string): Builder {
 }
 
 /** Pending rows a reserve may take now: unlocked, or delayed and due. */
-export function whereDue(query: Builder, now: number): Builder {
-  return query
+export function whereDue(store: Store, query: Builder, now: number): Builder {
+  query
     .where("status", STATUS.pending)
     .whereIn("locked_queue_id", [UNLOCKED, DELAYED_LOCK])
     .where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
+  return whereNotHeldByRjqueue(store, query);
+}
+
+/** rjqueue sets `locked` before it sets `processing`: a pending row it locked is already taken. */
+function whereNotHeldByRjqueue(store: Store, query: Builder): Builder {
+  if (!store.layout.rjqueueLocked) return query;
+  return query.where((q) => q.where(RJQUEUE_LOCKED, false).orWhereNull(RJQUEUE_LOCKED).orWhere("locked_queue_id", DELAYED_LOCK));
+}
+
+function whereHeldByRjqueue(query: Builder): Builder {
+  return query.where("status", STATUS.pending).where(RJQUEUE_LOCKED, true).whereNot("locked_queue_id", DELAYED_LOCK);
 }
 
 /** Rows Switchyard handed out whose lease ran out; legacy claims (no lease) are never taken back. */
@@ -36,14 +47,17 @@ export function whereLeaseExpired(query: Builder, now: number): Builder {
 }
 
 /** Rows in a core state; the inverse of `stateOf` in row.ts. */
-export function whereState(query: Builder, state: JobState, now: number): Builder {
+export function whereState(store: Store, query: Builder, state: JobState, now: number): Builder {
   switch (state) {
     case "waiting":
-      return query.where("status", STATUS.pending).where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
+      query.where("status", STATUS.pending).where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
+      return whereNotHeldByRjqueue(store, query);
     case "delayed":
-      return query.where("status", STATUS.pending).where(SY.runAt, ">", now);
+      query.where("status", STATUS.pending).where(SY.runAt, ">", now);
+      return whereNotHeldByRjqueue(store, query);
     case "active":
-      return query.whereIn("status", ACTIVE_STATUSES);
+      if (!store.layout.rjqueueLocked) return query.whereIn("status", ACTIVE_STATUSES);
+      return query.where((q) => q.whereIn("status", ACTIVE_STATUSES).orWhere(whereHeldByRjqueue));
     case "completed":
       return query.whereIn("status", [STATUS.complete, "completed"]);
     case "canceled":

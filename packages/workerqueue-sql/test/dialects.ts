@@ -58,4 +58,27 @@ export function legacyDdl(dialect: Dialect, table: string): string {
     data TEXT, details TEXT, created_at ${datetime}, updated_at ${datetime} )`;
 }
 
+/** rjqueue's table (lib/jobs/migrate.rb, spec §1.3): boolean `locked`, nullable status, no lock id. */
+export function rjqueueDdl(dialect: Dialect, table: string): string[] {
+  const id =
+    dialect === "mysql"
+      ? "id int(11) not null auto_increment primary key"
+      : dialect === "postgres"
+        ? "id serial primary key"
+        : "id integer primary key autoincrement";
+  const datetime = dialect === "postgres" ? "timestamp" : "datetime";
+  const locked =
+    dialect === "mysql"
+      ? "tinyint(1) default 0 not null"
+      : dialect === "postgres"
+        ? "boolean default false not null"
+        : "boolean default 0 not null";
+  return [
+    `create table ${table} ( ${id}, name varchar(255) not null, data text, status varchar(255),
+      created_at ${datetime}, updated_at ${datetime}, duration int, taskable_id int, taskable_type varchar(255),
+      details text, locked ${locked}, attempts int default 0 not null )`,
+    `create index index_${table}_on_status_and_locked on ${table} (status, locked)`,
+  ];
+}
+
 export { knexFactory };

@@ -63,6 +63,46 @@ export class LegacySql {
   }
 }
 
+/**
+ * rjqueue's worker (lib/jobs/worker.rb, runnable.rb) as the SQL ActiveRecord sends for it: select
+ * pending unlocked rows, lock each, mark it processing, then save the outcome with `locked` false.
+ */
+export class RjqueueSql {
+  constructor(
+    private readonly db: Knex,
+    private readonly dialect: Dialect,
+    private readonly table: string,
+  ) {}
+
+  private bool(value: boolean): string {
+    if (this.dialect === "postgres") return value ? "true" : "false";
+    return value ? "1" : "0";
+  }
+
+  /** `find(:all, conditions: "status='pending' and locked=0", limit: count)`, then `locked=true` and save. */
+  async take(count: number): Promise<number[]> {
+    return this.db.transaction(async (trx) => {
+      const rows = rowsOf<{ id: number }>(
+        this.dialect,
+        await trx.raw(`SELECT * FROM ${this.table} WHERE (status='pending' and locked=${this.bool(false)}) LIMIT ${count}`),
+      );
+      for (const row of rows) await trx.raw(`UPDATE ${this.table} SET locked = ${this.bool(true)} WHERE id = ${row.id}`);
+      return rows.map((row) => Number(row.id));
+    });
+  }
+
+  async startProcessing(id: number): Promise<void> {
+    await this.db.raw(`UPDATE ${this.table} SET status = 'processing' WHERE id = ${id}`);
+  }
+
+  /** `real_execute` and the ensure block: outcome, duration in seconds, unlocked. */
+  async finish(id: number, status: "complete" | "error", duration: number): Promise<void> {
+    await this.db.raw(
+      `UPDATE ${this.table} SET status = '${status}', duration = ${duration}, locked = ${this.bool(false)} WHERE id = ${id}`,
+    );
+  }
+}
+
 /** The rows of a raw result, whatever the driver's shape. */
 export function rowsOf<T>(dialect: Dialect, result: unknown): T[] {
   if (dialect === "postgres") return (result as { rows: T[] }).rows;
