@@ -1,0 +1,203 @@
+import { eventually } from "@switchyard/conformance";
+import type { Job } from "@switchyard/core";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type QlessBackend, QlessScriptError, callQless, createQlessBackend, qlessErrorMessage } from "../src/index.js";
+import { type PrivateRedis, startPrivateRedis } from "./helpers/private-redis.js";
+
+// The native layout as qless clients read it. A private server: these rules look at server-wide
+// state (SCRIPT FLUSH, pub/sub) that other test files must not see.
+let server: PrivateRedis;
+let redis: Redis;
+let backend: QlessBackend;
+const unique = () => Math.random().toString(36).slice(2, 10);
+
+beforeAll(async () => {
+  server = await startPrivateRedis();
+  redis = server.connect();
+  backend = createQlessBackend({ redis });
+  await backend.ready();
+});
+
+afterAll(async () => {
+  await backend?.close();
+  await server?.stop();
+});
+
+const history = async (jid: string) => (await redis.lrange(`ql:j:${jid}-history`, 0, -1)).map((entry) => JSON.parse(entry));
+
+describe("qless-redis native layout", () => {
+  it("enqueue writes the ql:j hash, history and work score exactly as qless's put does", async () => {
+    const queue = `lq-${unique()}`;
+    const before = Date.now() / 1000;
+    const { job } = await backend.enqueue(queue, { name: "my.Klass", data: { a: 1 }, priority: 5 });
+    const hash = await redis.hgetall(`ql:j:${job.id}`);
+    expect(hash).toMatchObject({
+      jid: job.id,
+      klass: "my.Klass",
+      data: '{"a":1}',
+      priority: "5",
+      tags: "{}",
+      state: "waiting",
+      worker: "",
+      expires: "0",
+      queue,
+      retries: "2",
+      remaining: "2",
+    });
+    expect(hash.time).toMatch(/^\d{10}\.\d{20}$/);
+    expect(Object.keys(hash).sort()).toEqual(
+      ["data", "expires", "jid", "klass", "priority", "queue", "remaining", "retries", "state", "tags", "time", "worker"].sort(),
+    );
+    const score = Number(await redis.zscore(`ql:q:${queue}-work`, job.id));
+    expect(score).toBeCloseTo(5 - Number(hash.time) / 1e10, 12);
+    expect(await history(job.id)).toEqual([[Math.floor(Number(hash.time)), "put", { q: queue }]]);
+    expect(Number(await redis.zscore("ql:queues", queue))).toBeGreaterThanOrEqual(Math.floor(before));
+    expect(job.id).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it("reserve takes the qless lock: locks zset, worker's jobs zset, ql:workers, popped history", async () => {
+    const queue = `lq-${unique()}`;
+    const { job } = await backend.enqueue(queue, { name: "k" });
+    const [reserved] = await backend.reserve(queue, { worker: "host-1", leaseMs: 30_000 });
+    const expires = Number(await redis.hget(`ql:j:${job.id}`, "expires"));
+    expect(reserved?.lease?.expiresAt).toBe(Math.round(expires * 1000));
+    expect(Number(await redis.zscore(`ql:q:${queue}-locks`, job.id))).toBe(expires);
+    expect(Number(await redis.zscore("ql:w:host-1:jobs", job.id))).toBe(expires);
+    expect(await redis.zscore("ql:workers", "host-1")).not.toBeNull();
+    expect(await redis.zscore(`ql:q:${queue}-work`, job.id)).toBeNull();
+    expect(await redis.hmget(`ql:j:${job.id}`, "state", "worker")).toEqual(["running", "host-1"]);
+    expect((await history(job.id)).map((entry) => entry[1])).toEqual(["put", "popped"]);
+  });
+
+  it("fail with attempts left is qless's retry; the last failure lands in ql:f:<group> and the day's stats", async () => {
+    const queue = `lq-${unique()}`;
+    const { job } = await backend.enqueue(queue, { name: "k", maxAttempts: 2 });
+    await backend.reserve(queue, { worker: "w" });
+    const retried = await backend.fail(queue, job.id, { worker: "w", error: { group: "k:Boom", message: "boom" } });
+    expect(retried).toMatchObject({ state: "waiting", attempts: 1, error: { group: "k:Boom", message: "boom" } });
+    expect(await redis.hmget(`ql:j:${job.id}`, "state", "remaining")).toEqual(["waiting", "0"]);
+    await backend.reserve(queue, { worker: "w" });
+    const failed = await backend.fail(queue, job.id, { worker: "w", error: { message: "again" } });
+    expect(failed).toMatchObject({ state: "failed", attempts: 2, error: { group: `${queue}-error`, message: "again" } });
+    expect(await redis.lrange(`ql:f:${queue}-error`, 0, -1)).toEqual([job.id]);
+    expect(await redis.sismember("ql:failures", `${queue}-error`)).toBe(1);
+    expect(JSON.parse((await redis.hget(`ql:j:${job.id}`, "failure")) as string)).toMatchObject({
+      group: `${queue}-error`,
+      message: "again",
+    });
+    const day = Math.floor(Date.now() / 1000 / 86400) * 86400;
+    expect(await redis.hget(`ql:s:stats:${day}:${queue}`, "failed")).toBe("1");
+  });
+
+  it("complete keeps the job's data and stores the result in its own field", async () => {
+    const queue = `lq-${unique()}`;
+    const { job } = await backend.enqueue(queue, { name: "k", data: { keep: true } });
+    await backend.reserve(queue, { worker: "w" });
+    const done = await backend.complete(queue, job.id, { worker: "w", result: { sum: 3 } });
+    expect(done).toMatchObject({ state: "completed", data: { keep: true }, result: { sum: 3 } });
+    expect(await redis.hmget(`ql:j:${job.id}`, "state", "queue", "data", "switchyard.result")).toEqual([
+      "complete",
+      "",
+      '{"keep":true}',
+      '{"sum":3}',
+    ]);
+    expect(await redis.zscore("ql:completed", job.id)).not.toBeNull();
+    expect(await backend.get(queue, job.id)).toMatchObject({ state: "completed", queue });
+  });
+
+  it("Switchyard-only fields are written only for jobs that use them", async () => {
+    const queue = `lq-${unique()}`;
+    const { job } = await backend.enqueue(queue, { name: "k", uniqueKey: "u-1", backoff: { type: "fixed", delay: 100 } });
+    expect(JSON.parse((await redis.hget(`ql:j:${job.id}`, "switchyard.meta")) as string)).toEqual({
+      backoff: { type: "fixed", delay: 100 },
+      uniqueKey: "u-1",
+    });
+    expect(await redis.hget(`ql:sy:unique:${queue}`, "u-1")).toBe(job.id);
+  });
+
+  it("an expired lease is taken back with qless's handshake: lock_lost to the old worker, then redelivery", async () => {
+    const queue = `lq-${unique()}`;
+    await backend.qless("config.set", Date.now() / 1000, "grace-period", 0);
+    const subscriber = server.connect();
+    const messages: [string, string][] = [];
+    subscriber.on("message", (channel: string, message: string) => messages.push([channel, message]));
+    await subscriber.subscribe("ql:w:old-worker");
+    const { job } = await backend.enqueue(queue, { name: "k" });
+    await backend.reserve(queue, { worker: "old-worker", leaseMs: 50 });
+    const again = await eventually(async () => (await backend.reserve(queue, { worker: "new-worker" }))[0], "redelivery");
+    expect(again).toMatchObject({ id: job.id, attempts: 2, lease: { worker: "new-worker" } });
+    await eventually(async () => messages.length > 0, "the lock_lost message");
+    expect(messages.map(([channel, message]) => [channel, JSON.parse(message)])).toEqual([
+      ["ql:w:old-worker", { jid: job.id, event: "lock_lost", worker: "old-worker" }],
+    ]);
+    expect(await redis.hget(`ql:j:${job.id}`, "remaining")).toBe("1");
+    await backend.qless("config.unset", Date.now() / 1000, "grace-period");
+    subscriber.disconnect();
+  });
+
+  it("import of a job from another system writes qless history so its attempts survive", async () => {
+    const queue = `lq-${unique()}`;
+    const now = Date.now();
+    const foreign: Job = {
+      id: `imp-${unique()}`,
+      queue: "elsewhere",
+      name: "resize",
+      data: [1, 2],
+      state: "active",
+      priority: 2,
+      runAt: null,
+      attempts: 2,
+      maxAttempts: 5,
+      backoff: null,
+      lease: { worker: "gone", expiresAt: now },
+      createdAt: now - 60_000,
+      startedAt: now - 1000,
+      finishedAt: null,
+      result: null,
+      error: null,
+      progress: null,
+      tags: ["t"],
+      dependsOn: [],
+      uniqueKey: null,
+      native: { cloudq: { extra: 1 } },
+    };
+    expect(await backend.import(queue, [foreign])).toEqual({ imported: 1, skipped: [] });
+    const job = await backend.get(queue, foreign.id);
+    expect(job).toMatchObject({ state: "waiting", attempts: 2, maxAttempts: 5, priority: 2, tags: ["t"], data: [1, 2] });
+    expect(job?.native.cloudq).toEqual({ extra: 1 });
+    expect(await redis.hmget(`ql:j:${foreign.id}`, "retries", "remaining", "tags")).toEqual(["4", "3", '["t"]']);
+    expect((await history(foreign.id)).map((entry) => entry[1])).toEqual(["put", "popped", "popped"]);
+    expect(await redis.zscore("ql:t:t", foreign.id)).not.toBeNull();
+    expect(await backend.import(queue, [foreign])).toEqual({ imported: 0, skipped: [foreign.id] });
+    await expect(backend.import(queue, [{ ...foreign, id: "c-1", state: "canceled" }])).rejects.toMatchObject({ code: "UNSUPPORTED" });
+  });
+
+  it("the script loads itself again after SCRIPT FLUSH (NOSCRIPT fallback)", async () => {
+    await redis.script("FLUSH");
+    expect(await callQless(redis, "config.get", Date.now() / 1000, "heartbeat")).toBe(60);
+  });
+
+  it("qless errors come back with qless's own message, and map to typed errors", async () => {
+    await expect(callQless(redis, "heartbeat", 1700000000, "nope", "w")).rejects.toThrow(
+      new QlessScriptError("heartbeat", "Heartbeat(): Job nope does not exist"),
+    );
+    expect(
+      qlessErrorMessage(
+        'ERR user_script:12: Put(): Arg "jid" missing script: 0123456789abcdef0123456789abcdef01234567, on @user_script:12.',
+      ),
+    ).toBe('Put(): Arg "jid" missing');
+    const queue = `lq-${unique()}`;
+    await expect(backend.heartbeat(queue, "nope", { worker: "w" })).rejects.toMatchObject({ code: "NOT_FOUND" });
+    await expect(backend.reserve(queue, { worker: "w", count: 0 })).rejects.toMatchObject({ code: "VALIDATION" });
+    await expect(backend.list(queue, { state: "waiting", limit: 0 })).rejects.toMatchObject({ code: "VALIDATION" });
+    await expect(backend.enqueue("", { name: "k" })).rejects.toMatchObject({ code: "VALIDATION" });
+    expect(() => createQlessBackend({})).toThrow(/url or redis/);
+  });
+
+  it("an id used by a job of another queue is a ConflictError (qless jids are global)", async () => {
+    const id = `dup-${unique()}`;
+    await backend.enqueue(`lq-${unique()}`, { id, name: "k" });
+    await expect(backend.enqueue(`lq-${unique()}`, { id, name: "k" })).rejects.toMatchObject({ code: "CONFLICT" });
+  });
+});
