@@ -1,4 +1,6 @@
 import type { Backend } from "@switchyard/core";
+import { type GlideMqBackendOptions, type GlideMqConnection, createGlideMqBackend } from "@switchyard/glidemq-valkey";
+import { createQlessBackend } from "@switchyard/qless-redis";
 import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
 import type { BackendSpec, BackendType, Config } from "./config.js";
 import { ConfigError } from "./config.js";
@@ -13,7 +15,25 @@ export type BackendRegistry = Partial<Record<BackendType, BackendFactory>>;
  */
 export const defaultRegistry: BackendRegistry = {
   "workerqueue-sql": ({ url, options }) => createWorkerQueueBackend({ url, ...options }),
+  "qless-redis": ({ url, options }) => createQlessBackend({ url, ...options }),
+  "glidemq-valkey": ({ url, options: { cluster, ...options } }) =>
+    createGlideMqBackend(glideConnection(url, cluster === true), options as GlideMqBackendOptions),
 };
+
+/**
+ * glide-mq runs on a standalone server or a cluster. With `options.cluster: true` the url lists
+ * seed nodes, `redis://host1:port1,host2:port2`; every key of a queue shares one hash tag, so any
+ * primary can be a seed.
+ */
+function glideConnection(url: string, cluster: boolean): GlideMqConnection {
+  if (!cluster) return { url };
+  const nodes = url
+    .replace(/^[a-z]+:\/\//i, "")
+    .replace(/\/.*$/, "")
+    .split(",")
+    .filter((node) => node.length > 0);
+  return { cluster: { nodes } };
+}
 
 /** A configured backend with the name the routes use. */
 export interface NamedBackend {

@@ -1,0 +1,217 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serviceUrl } from "@switchyard/conformance";
+import type { Backend, JobState } from "@switchyard/core";
+import { defaultRegistry } from "@switchyard/gateway";
+import { Redis } from "ioredis";
+import knexFactory, { type Knex } from "knex";
+import { MongoClient, ObjectId } from "mongodb";
+
+/**
+ * Every store the gateway can route to, as the cross-package suites open them: a backend spec for the
+ * gateway config, and probes that read the native store directly (a SQL select, a Redis HGET, a Mongo
+ * findOne), never through the adapter.
+ */
+export type StoreName = "sqlite" | "postgres" | "mysql" | "qless" | "glidemq" | "cloudq";
+
+export const SQL_STORES: StoreName[] = ["sqlite", "postgres", "mysql"];
+
+export interface BackendSpecInput {
+  type: "workerqueue-sql" | "qless-redis" | "glidemq-valkey" | "cloudq-mongo";
+  url: string;
+  options: Record<string, unknown>;
+}
+
+export interface StoreUnderTest {
+  name: StoreName;
+  spec: BackendSpecInput;
+  /** The job's state string in the native record, or null when there is no record. */
+  nativeState(queue: string, id: string): Promise<string | null>;
+  /** Native job records of the queue, in every state. */
+  countJobs(queue: string): Promise<number>;
+  /** The native strings each core state is stored as (null: the record is removed). */
+  nativeStates: Partial<Record<JobState, Array<string | null>>>;
+  /** An adapter on this store, built by the gateway's own registry and made ready. */
+  openBackend(): Promise<Backend>;
+  /** Drops what the store holds for this suite and closes the probe connection. */
+  dispose(): Promise<void>;
+}
+
+const randomSuffix = () => randomBytes(4).toString("hex");
+
+async function openWithRegistry(spec: BackendSpecInput): Promise<Backend> {
+  const factory = defaultRegistry[spec.type];
+  if (!factory) throw new Error(`the gateway registry has no ${spec.type} adapter`);
+  const backend = await factory({ url: spec.url, options: spec.options });
+  await backend.ready();
+  return backend;
+}
+
+function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
+  const dir = name === "sqlite" ? mkdtempSync(join(tmpdir(), "switchyard-matrix-")) : undefined;
+  const url = name === "sqlite" ? `sqlite:${join(dir!, "jobs.sqlite")}` : serviceUrl(name);
+  const table = `matrix_${randomSuffix()}`;
+  const spec: BackendSpecInput = { type: "workerqueue-sql", url, options: { table } };
+  let knex: Knex | undefined;
+  const db = () => {
+    knex ??= dir
+      ? knexFactory({ client: "better-sqlite3", connection: { filename: url.slice("sqlite:".length) }, useNullAsDefault: true })
+      : knexFactory({ client: name === "postgres" ? "pg" : "mysql2", connection: url, pool: { min: 0, max: 2 } });
+    return knex;
+  };
+  const idText = name === "postgres" ? "cast(id as varchar)" : name === "mysql" ? "cast(id as char)" : "cast(id as text)";
+  const rowsOf = (queue: string) => db()(table).whereRaw("coalesce(sy_queue, 'default') = ?", [queue]);
+  return {
+    name,
+    spec,
+    async nativeState(queue, id) {
+      const row = await rowsOf(queue)
+        .select("status")
+        .where((q) => q.where("sy_job_id", id).orWhere((q2) => q2.whereNull("sy_job_id").whereRaw(`${idText} = ?`, [id])))
+        .first();
+      return row ? String(row.status) : null;
+    },
+    async countJobs(queue) {
+      const [row] = await rowsOf(queue).count({ n: "*" });
+      return Number(row?.n ?? 0);
+    },
+    nativeStates: {
+      waiting: ["pending"],
+      delayed: ["pending"],
+      active: ["loading", "processing"],
+      completed: ["complete"],
+      failed: ["error"],
+      canceled: ["error"],
+    },
+    openBackend: () => openWithRegistry(spec),
+    async dispose() {
+      await db().schema.dropTableIfExists(table);
+      await db().schema.dropTableIfExists(`${table}_paused_queues`);
+      await db().destroy();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Redis URL of one logical database; the gateway suites own databases 7 to 9. */
+export function redisUrl(db: number): string {
+  return `${serviceUrl("redis").replace(/\/\d*$/, "")}/${db}`;
+}
+
+function qlessStore(db: number): StoreUnderTest {
+  const url = redisUrl(db);
+  const redis = new Redis(url);
+  /** qless empties `queue` of a completed job; the history's last put (or our import marker) names it. */
+  const queueOf = async (jid: string): Promise<string | null> => {
+    const [queue, imported] = await redis.hmget(`ql:j:${jid}`, "queue", "switchyard.queue");
+    if (queue === null || queue === undefined) return null;
+    if (queue !== "") return queue;
+    if (imported) return imported;
+    const history = (await redis.lrange(`ql:j:${jid}-history`, 0, -1)).map(
+      (entry) => JSON.parse(entry) as [number, string, { q?: string }?],
+    );
+    return history.filter((entry) => entry[1] === "put").at(-1)?.[2]?.q ?? null;
+  };
+  return {
+    name: "qless",
+    spec: { type: "qless-redis", url, options: {} },
+    async nativeState(queue, id) {
+      if ((await queueOf(id)) !== queue) return null;
+      return redis.hget(`ql:j:${id}`, "state");
+    },
+    async countJobs(queue) {
+      const keys = (await redis.keys("ql:j:*")).filter((key) => !/-(history|dependencies|dependents)$/.test(key));
+      let count = 0;
+      for (const key of keys) if ((await queueOf(key.slice("ql:j:".length))) === queue) count++;
+      return count;
+    },
+    nativeStates: {
+      waiting: ["waiting"],
+      delayed: ["scheduled"],
+      active: ["running"],
+      completed: ["complete"],
+      failed: ["failed"],
+      blocked: ["depends"],
+    },
+    openBackend: () => openWithRegistry({ type: "qless-redis", url, options: {} }),
+    async dispose() {
+      redis.disconnect();
+    },
+  };
+}
+
+function glideStore(db: number): StoreUnderTest {
+  const url = redisUrl(db);
+  const redis = new Redis(url);
+  const jobKey = (queue: string, id: string) => `glide:{${queue}}:job:${id}`;
+  return {
+    name: "glidemq",
+    spec: { type: "glidemq-valkey", url, options: {} },
+    nativeState: (queue, id) => redis.hget(jobKey(queue, id), "state"),
+    async countJobs(queue) {
+      let count = 0;
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", `glide:{${queue}}:job:*`, "COUNT", 1000);
+        cursor = next;
+        count += keys.length;
+      } while (cursor !== "0");
+      return count;
+    },
+    nativeStates: {
+      waiting: ["waiting", "prioritized"],
+      delayed: ["delayed"],
+      active: ["active"],
+      completed: ["completed"],
+      failed: ["failed"],
+      blocked: ["waiting-children"],
+    },
+    openBackend: () => openWithRegistry({ type: "glidemq-valkey", url, options: {} }),
+    async dispose() {
+      redis.disconnect();
+    },
+  };
+}
+
+function cloudqStore(): StoreUnderTest {
+  const url = serviceUrl("mongo");
+  const database = `cloudq_matrix_${randomSuffix()}`;
+  const client = new MongoClient(url);
+  const jobs = () => client.db(database).collection("cloudq.jobs");
+  // Legacy servers address a job by `_id`; ids chosen by a caller or imported live in `switchyard.id`.
+  const filter = (queue: string, id: string) =>
+    /^[0-9a-f]{24}$/.test(id) ? { queue, _id: new ObjectId(id) } : { queue, "switchyard.id": id };
+  const spec: BackendSpecInput = { type: "cloudq-mongo", url, options: { database } };
+  return {
+    name: "cloudq",
+    spec,
+    async nativeState(queue, id) {
+      const document = await jobs().findOne(filter(queue, id));
+      return typeof document?.queue_state === "string" ? document.queue_state : null;
+    },
+    countJobs: (queue) => jobs().countDocuments({ queue }),
+    nativeStates: {
+      waiting: ["queued"],
+      delayed: ["queued"],
+      active: ["reserved"],
+      completed: [null],
+      failed: ["failed"],
+      canceled: ["canceled"],
+    },
+    openBackend: () => openWithRegistry(spec),
+    async dispose() {
+      await client.db(database).dropDatabase();
+      await client.close();
+    },
+  };
+}
+
+/** Opens one store; Redis-based stores take the logical database the calling suite owns. */
+export function openStore(name: StoreName, redisDb = 7): StoreUnderTest {
+  if (name === "qless") return qlessStore(redisDb);
+  if (name === "glidemq") return glideStore(redisDb);
+  if (name === "cloudq") return cloudqStore();
+  return sqlStore(name);
+}
