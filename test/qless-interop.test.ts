@@ -59,7 +59,8 @@ async function footprint(jid: string, queue: string): Promise<unknown> {
     .filter((key) => key.includes(jid) || key.includes(`:${queue}`) || key.includes(`${queue}-`))
     .map((key) => blank(key).replace(/:\d{10}:/, ":<day>:"))
     .sort();
-  const workerJobs = (await redis.keys("ql:w:*:jobs")).length;
+  let workerJobs = 0;
+  for (const key of await redis.keys("ql:w:*:jobs")) if ((await redis.zscore(key, jid)) !== null) workerJobs++;
   return {
     fields,
     history,
