@@ -31,6 +31,11 @@ export interface StoreUnderTest {
   nativeState(queue: string, id: string): Promise<string | null>;
   /** Native job records of the queue, in every state. */
   countJobs(queue: string): Promise<number>;
+  /**
+   * The finest createdAt the store keeps, in ms: qless reads it from the first `put` of the job's
+   * history, which qless writes in whole seconds (documented in the qless-redis README).
+   */
+  createdAtResolutionMs: number;
   /** The native strings each core state is stored as (null: the record is removed). */
   nativeStates: Partial<Record<JobState, Array<string | null>>>;
   /** An adapter on this store, built by the gateway's own registry and made ready. */
@@ -77,6 +82,7 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
       const [row] = await rowsOf(queue).count({ n: "*" });
       return Number(row?.n ?? 0);
     },
+    createdAtResolutionMs: 1,
     nativeStates: {
       waiting: ["pending"],
       delayed: ["pending"],
@@ -127,6 +133,7 @@ function qlessStore(db: number): StoreUnderTest {
       for (const key of keys) if ((await queueOf(key.slice("ql:j:".length))) === queue) count++;
       return count;
     },
+    createdAtResolutionMs: 1000,
     nativeStates: {
       waiting: ["waiting"],
       delayed: ["scheduled"],
@@ -160,6 +167,7 @@ function glideStore(db: number): StoreUnderTest {
       } while (cursor !== "0");
       return count;
     },
+    createdAtResolutionMs: 1,
     nativeStates: {
       waiting: ["waiting", "prioritized"],
       delayed: ["delayed"],
@@ -192,6 +200,7 @@ function cloudqStore(): StoreUnderTest {
       return typeof document?.queue_state === "string" ? document.queue_state : null;
     },
     countJobs: (queue) => jobs().countDocuments({ queue }),
+    createdAtResolutionMs: 1,
     nativeStates: {
       waiting: ["queued"],
       delayed: ["queued"],

@@ -1,0 +1,97 @@
+import { randomUUID } from "node:crypto";
+import { type Backend, type MigrationProgress, migrateQueue } from "@switchyard/core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backends.js";
+import { expectSameJobs, exportAll, seedEveryState } from "./migration-support.js";
+
+/**
+ * migrateQueue between different systems, verified through the target adapter and by probing the
+ * target's native store. qless and glide-mq share Redis database 9 (their keys never overlap).
+ */
+const PAIRS: Array<[StoreName, StoreName]> = [
+  ["qless", "postgres"],
+  ["sqlite", "qless"],
+  ["glidemq", "mysql"],
+  ["qless", "glidemq"],
+];
+const REDIS_DB = 9;
+
+for (const [fromName, toName] of PAIRS) {
+  describe(`migration ${fromName} -> ${toName}`, () => {
+    const fromStore: StoreUnderTest = openStore(fromName, REDIS_DB);
+    const toStore: StoreUnderTest = openStore(toName, REDIS_DB);
+    let from: Backend;
+    let to: Backend;
+
+    beforeAll(async () => {
+      from = await fromStore.openBackend();
+      to = await toStore.openBackend();
+    });
+    afterAll(async () => {
+      await Promise.all([from?.close(), to?.close()]);
+      await Promise.all([fromStore.dispose(), toStore.dispose()]);
+    });
+
+    const newQueue = () => `mig-${randomUUID().slice(0, 8)}`;
+
+    it("every job arrives with its id, name, data, attempts, priority, createdAt and state (active arrives waiting)", async () => {
+      const queue = newQueue();
+      const source = await seedEveryState(from, queue);
+      expect(new Set(source.map((job) => job.state))).toEqual(
+        new Set(["active", "failed", "waiting", "delayed", ...(from.capabilities.keepsCompleted ? ["completed"] : [])]),
+      );
+      const pages: MigrationProgress[] = [];
+      const report = await migrateQueue({ from, to, queue, batchSize: 2, onProgress: (p) => pages.push(p) });
+      expect(report).toMatchObject({ read: source.length, imported: source.length, skipped: 0, cursor: null, missing: [] });
+      // One report per page: at most batchSize more jobs each, a cursor to resume from until the last.
+      pages.forEach((page, index) => {
+        expect(page.read - (pages[index - 1]?.read ?? 0)).toBeLessThanOrEqual(2);
+        expect(page.cursor === null).toBe(index === pages.length - 1);
+      });
+      await expectSameJobs(source, to, toStore, queue);
+      expect(await exportAll(from, queue)).toHaveLength(source.length);
+    });
+
+    it("into a differently named target queue, the jobs keep their ids and land only there", async () => {
+      const queue = newQueue();
+      const targetQueue = newQueue();
+      const source = await seedEveryState(from, queue);
+      const report = await migrateQueue({ from, to, queue, targetQueue });
+      expect(report.missing).toEqual([]);
+      await expectSameJobs(source, to, toStore, targetQueue);
+      expect(await toStore.countJobs(queue)).toBe(0);
+    });
+
+    it("a migration interrupted after its first page and resumed from the reported cursor ends with every job exactly once", async () => {
+      const queue = newQueue();
+      const source = await seedEveryState(from, queue);
+      let reported: MigrationProgress | undefined;
+      const interrupted = migrateQueue({
+        from,
+        to,
+        queue,
+        batchSize: 2,
+        onProgress: (progress) => {
+          reported = progress;
+          throw new Error("connection lost");
+        },
+      });
+      await expect(interrupted).rejects.toThrow("connection lost");
+      expect(reported).toMatchObject({ read: 2, imported: 2 });
+      expect(await toStore.countJobs(queue)).toBe(2);
+
+      const resumed = await migrateQueue({ from, to, queue, batchSize: 2, cursor: reported!.cursor! });
+      expect(resumed).toMatchObject({ read: source.length - 2, imported: source.length - 2, skipped: 0, missing: [] });
+      await expectSameJobs(source, to, toStore, queue);
+    });
+
+    it("migrating a queue again imports nothing: every job is skipped and the target is unchanged", async () => {
+      const queue = newQueue();
+      const source = await seedEveryState(from, queue);
+      await migrateQueue({ from, to, queue });
+      const again = await migrateQueue({ from, to, queue, batchSize: 4 });
+      expect(again).toMatchObject({ read: source.length, imported: 0, skipped: source.length, missing: [] });
+      await expectSameJobs(source, to, toStore, queue);
+    });
+  });
+}
