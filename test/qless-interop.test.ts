@@ -1,4 +1,4 @@
-import { serviceUrl } from "@switchyard/conformance";
+import { eventually, serviceUrl } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type QlessBackend, createQlessBackend } from "../packages/qless-redis/src/index.js";
@@ -153,6 +153,22 @@ describe(`qless interop with qless-py ${QLESS_PY_VERSION} (PyPI) on Redis 7`, ()
       error: { group: "flaky:Fatal", message: "gave up" },
     });
     expect((await backend.counts(queue)).failed).toBe(1);
+  });
+
+  it("cancel through Switchyard tells the qless-py worker holding the job, on ql:w:<worker>, as qless does", async () => {
+    const queue = `iq-${unique()}`;
+    const worker = `py-worker-${unique()}`;
+    const { job } = await backend.enqueue(queue, { name: "long", data: {} });
+    qlessPyOne(url, BUNDLED, { op: "pop", queue, worker });
+    const subscriber = new Redis(url);
+    const messages: unknown[] = [];
+    subscriber.on("message", (_channel: string, message: string) => messages.push(JSON.parse(message)));
+    await subscriber.subscribe(`ql:w:${worker}`);
+    await backend.cancel(queue, job.id);
+    await eventually(async () => messages.length > 0, "the canceled message");
+    subscriber.disconnect();
+    expect(messages).toEqual([{ jid: job.id, event: "canceled", worker, queue }]);
+    expect(qlessPy(url, BUNDLED, [{ op: "get", jid: job.id }])[0]).toEqual({ ok: null });
   });
 
   it("qless-py 0.11.4's put predates qless-core's worker argument, so it is refused by master's protocol (ours)", () => {

@@ -23,6 +23,9 @@ export function resolveOptions(options: QlessBackendOptions): ResolvedOptions {
   if (options.redis && options.url) throw new ValidationError("qless-redis: give either url or redis, not both");
   if (!options.redis && !options.url) throw new ValidationError("qless-redis: url or redis is required");
   const redis = options.redis ?? new Redis(options.url as string, { lazyConnect: true, maxRetriesPerRequest: 2 });
+  // Connection errors reach callers through the failed command (as BackendUnavailableError);
+  // without a listener ioredis would also print each one as an unhandled error event.
+  if (!options.redis) redis.on("error", () => {});
   return {
     redis,
     ownsClient: !options.redis,

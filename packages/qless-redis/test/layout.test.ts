@@ -200,4 +200,10 @@ describe("qless-redis native layout", () => {
     await backend.enqueue(`lq-${unique()}`, { id, name: "k" });
     await expect(backend.enqueue(`lq-${unique()}`, { id, name: "k" })).rejects.toMatchObject({ code: "CONFLICT" });
   });
+
+  it("a server that cannot be reached is a BackendUnavailableError", async () => {
+    const unreachable = createQlessBackend({ url: "redis://127.0.0.1:1/0" });
+    await expect(unreachable.ready()).rejects.toMatchObject({ code: "BACKEND_UNAVAILABLE" });
+    await unreachable.close();
+  });
 });
