@@ -13,15 +13,17 @@ const DRIVER = join(import.meta.dirname, "qless_py_driver.py");
 /** Creates the virtualenv and installs qless-py unless a previous run did. */
 export function installQlessPy(): void {
   if (existsSync(PYTHON) && spawnSync(PYTHON, ["-c", "import qless"]).status === 0) return;
-  if (spawnSync("python3", ["-m", "venv", "--help"]).status !== 0) {
+  mkdirSync(join(REPO_ROOT, "node_modules", ".cache"), { recursive: true });
+  try {
+    execFileSync("python3", ["-m", "venv", "--clear", VENV], { stdio: "inherit" });
+    execFileSync(PYTHON, ["-m", "pip", "install", "--quiet", `qless-py==${QLESS_PY_VERSION}`], { stdio: "inherit" });
+  } catch (error) {
     throw new Error(
-      "python3 with the venv module is needed to install the qless-py client for the interop tests: " +
-        "apt-get install -y python3 python3-venv",
+      `the qless interop tests install qless-py ${QLESS_PY_VERSION} from PyPI into ${VENV} and could not: ` +
+        "they need python3 with venv and pip (Debian: apt-get install -y python3 python3-venv) and access to PyPI",
+      { cause: error },
     );
   }
-  mkdirSync(join(REPO_ROOT, "node_modules", ".cache"), { recursive: true });
-  execFileSync("python3", ["-m", "venv", VENV], { stdio: "inherit" });
-  execFileSync(PYTHON, ["-m", "pip", "install", "--quiet", `qless-py==${QLESS_PY_VERSION}`], { stdio: "inherit" });
 }
 
 /** Writes Switchyard's assembled script where qless-py can load it in place of its qless.lua. */
