@@ -234,6 +234,13 @@ async function main(): Promise<void> {
   console.log("ok: jobs glide-mq added, processed by Switchyard: same keys as glide-mq alone");
   assert.deepEqual(c, a, "Switchyard producer + glide-mq worker differs from glide-mq alone");
   console.log("ok: jobs Switchyard added, processed by glide-mq's Worker: same keys as glide-mq alone");
+  const viaFcall = `ix-fcall-${run}`;
+  const fcallProducer = new GlideProducer(redis, viaFcall, { useGlideFunctions: true });
+  for (const job of JOBS) await fcallProducer.add(job.name, job.data, job.opts);
+  assert.equal(fcallProducer.usedGlideFunctions, true, "glide-mq's library should be loaded here");
+  await processWithSwitchyard(viaFcall, finished(viaFcall));
+  assert.deepEqual(await snapshot(viaFcall), a, "adding through FCALL glidemq_addJob/glidemq_dedup differs");
+  console.log("ok: useGlideFunctions adds through glide-mq's own functions, same keys as glide-mq alone");
   const stalledBySwitchyard = await stalled(`ix-st1-${run}`, "glide");
   const stalledByGlide = await stalled(`ix-st2-${run}`, "switchyard");
   assert.deepEqual(stalledBySwitchyard, stalledByGlide, "stalled recovery differs between the two directions");

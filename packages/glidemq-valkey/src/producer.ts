@@ -1,5 +1,6 @@
 import { ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
+import { addThroughGlide, glideLibraryLoaded } from "./glide-functions.js";
 import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { type GlideJobOptions, checkOptions } from "./options.js";
 import { type RedisClient, runScript } from "./scripts.js";
@@ -13,6 +14,12 @@ export interface GlideProducerOptions {
   events?: boolean;
   /** Milliseconds since the epoch; injectable so recorded traces can be replayed. */
   clock?: () => number;
+  /**
+   * Add through glide-mq's own `FCALL glidemq_addJob` / `glidemq_dedup` when its library (version 93)
+   * is loaded on the server; our scripts otherwise, and for jobs with dependencies or Switchyard fields.
+   * Bulk adds then go one call per job, not one atomic call.
+   */
+  useGlideFunctions?: boolean;
 }
 
 export interface NewJob {
@@ -63,9 +70,24 @@ export class GlideProducer {
     return (await this.addMany(jobs)).map((o) => (o.status === "created" ? o.id : null));
   }
 
+  /** Whether the last add went through glide-mq's own functions (see `useGlideFunctions`). */
+  usedGlideFunctions = false;
+  private glideLoaded: Promise<boolean> | undefined;
+
   /** Validates every job before writing any; each chunk of 1000 is written atomically. */
   async addMany(jobs: NewJob[]): Promise<AddOutcome[]> {
     const prepared = jobs.map((job) => this.prepare(job));
+    const ownFieldsOrDeps = prepared.some((args) => args[11] !== "" || args[15] !== "");
+    if (this.options.useGlideFunctions && !ownFieldsOrDeps) {
+      this.glideLoaded ??= glideLibraryLoaded(this.client, this.keys);
+      this.usedGlideFunctions = await this.glideLoaded;
+      if (this.usedGlideFunctions) {
+        const outcomes: AddOutcome[] = [];
+        for (const args of prepared) outcomes.push(await addThroughGlide(this.client, this.keys, args));
+        return outcomes;
+      }
+    }
+    this.usedGlideFunctions = false;
     const outcomes: AddOutcome[] = [];
     for (let start = 0; start < prepared.length; start += BULK_CHUNK) {
       const args = prepared.slice(start, start + BULK_CHUNK).flat();

@@ -187,6 +187,21 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     expect(await new GlideConsumer(redis, q, { honourPause: false }).reserve()).toHaveLength(1);
   });
 
+  it("useGlideFunctions adds through glide-mq's FCALL only where its library is loaded, with the same job either way", async () => {
+    const q = queue();
+    const loaded = ((await redis.call("FUNCTION", "LIST", "LIBRARYNAME", "glidemq")) as unknown[]).length > 0;
+    const producer = new GlideProducer(redis, q, { useGlideFunctions: true });
+    const id = String(await producer.add("via", { n: 1 }, { attempts: 2 }));
+    expect(producer.usedGlideFunctions).toBe(loaded);
+    expect(await redis.hmget(queueKeys(q).job(id), "name", "data", "opts", "maxAttempts", "state")).toEqual([
+      "via",
+      '{"n":1}',
+      '{"attempts":2}',
+      "2",
+      "waiting",
+    ]);
+  });
+
   it("dedup modes keep glide-mq's `<jobId>:<ms>` record in the dedup hash", async () => {
     const q = queue();
     const k = queueKeys(q);
