@@ -1,10 +1,12 @@
 import { createHash } from "node:crypto";
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
 
-const LUA_DIR = join(dirname(fileURLToPath(import.meta.url)), "lua");
+const HERE = dirname(fileURLToPath(import.meta.url));
+// src/lua next to this file in the workspace; from dist/ (published build) the shipped src/lua.
+const LUA_DIR = [join(HERE, "lua"), join(HERE, "..", "src", "lua")].find((dir) => existsSync(dir)) ?? join(HERE, "lua");
 
 /**
  * The qless command script: every src/lua/*.lua file, in file-name order, joined into one chunk.
