@@ -191,9 +191,8 @@ export function createQlessBackend(options: QlessBackendOptions) {
     async complete(queue: string, id: string, options: CompleteOptions = {}) {
       const result = options.result === undefined ? "" : JSON.stringify(options.result);
       const doc = await document("switchyard.complete", queue, id, options.worker ?? "", result);
-      if (doc) return toCoreJob(doc, queue);
-      // Pruned at once (jobs-history-count 0): answer from what the job was.
-      return { ...(await mustGet(queue, id)), state: "completed" as const };
+      if (!doc) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
+      return toCoreJob(doc, queue);
     },
 
     async fail(queue: string, id: string, { worker, error, retry, retryDelay }: FailOptions) {

@@ -106,6 +106,20 @@ describe("qless-redis native layout", () => {
     expect(await backend.get(queue, job.id)).toMatchObject({ state: "completed", queue });
   });
 
+  it("complete answers the completed job even when qless prunes it at once (jobs-history-count 0)", async () => {
+    const queue = `lq-${unique()}`;
+    await backend.qless("config.set", Date.now() / 1000, "jobs-history-count", 0);
+    try {
+      const { job } = await backend.enqueue(queue, { name: "k", data: { x: 1 } });
+      await backend.reserve(queue, { worker: "w" });
+      const done = await backend.complete(queue, job.id, { worker: "w", result: 7 });
+      expect(done).toMatchObject({ id: job.id, state: "completed", data: { x: 1 }, result: 7, lease: null });
+      expect(await redis.exists(`ql:j:${job.id}`)).toBe(0);
+    } finally {
+      await backend.qless("config.unset", Date.now() / 1000, "jobs-history-count");
+    }
+  });
+
   it("Switchyard-only fields are written only for jobs that use them", async () => {
     const queue = `lq-${unique()}`;
     const { job } = await backend.enqueue(queue, { name: "k", uniqueKey: "u-1", backoff: { type: "fixed", delay: 100 } });

@@ -70,11 +70,21 @@ end
 API['switchyard.complete'] = function(now, queue, jid, worker, result)
   must_be_in_queue('Complete', jid, queue)
   local data = redis.call('hget', job_key(jid), 'data')
+  local before = sy_document(jid)
   Q.complete(now, jid, acting_worker(jid, worker), queue, data)
-  if result ~= '' and job_exists(jid) then
+  if not job_exists(jid) then
+    -- Pruned at once (jobs-history-count 0 or jobs-history 0): answer with what it became.
+    before.job.state, before.job.worker, before.job.queue = 'complete', '', ''
+    before.time = string.format('%.20f', now)
+    if result ~= '' then
+      before.result = result
+    end
+    return cjson.encode(before)
+  end
+  if result ~= '' then
     redis.call('hset', job_key(jid), SY_RESULT, result)
   end
-  return cjson.encode(sy_document(jid) or false)
+  return cjson.encode(sy_document(jid))
 end
 
 -- retry = '1' spends one qless retry (failing for good when none is left); '0' fails at once.
