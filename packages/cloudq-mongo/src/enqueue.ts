@@ -1,0 +1,183 @@
+import {
+  ConflictError,
+  type EnqueueInput,
+  type EnqueueResult,
+  type Job,
+  type NormalizedEnqueueInput,
+  UnsupportedError,
+  normalizeEnqueueInput,
+  runAtOf,
+} from "@switchyard/core";
+import { DEFAULT_MAX_ATTEMPTS } from "@switchyard/core";
+import { ObjectId } from "mongodb";
+import {
+  type CloudqDocument,
+  NATIVE,
+  type SwitchyardFields,
+  argsOf,
+  compact,
+  documentToJob,
+  placeNative,
+  priorityFields,
+} from "./document.js";
+import { asObjectId, idSlot, isDuplicateKey, jobFilter, uniqueSlot } from "./ids.js";
+import type { Store } from "./store.js";
+
+/** What a document is built from: a new job's input, or an imported Job. */
+export interface DocumentSource {
+  name: string;
+  data: Job["data"];
+  native: Record<string, unknown>;
+  nativeState: string;
+  createdAt: number;
+  extras: SwitchyardFields;
+}
+
+/**
+ * Builds the document in node-cloudq 0.2's field order: the job object (klass, args and any extra
+ * keys), then queue, the state field and inserted_at. The sub-document comes last, and only when
+ * some field differs from its default.
+ */
+export function buildDocument(store: Store, queue: string, source: DocumentSource): Omit<CloudqDocument, "_id"> {
+  const { args, wrapped } = argsOf(source.data);
+  const { topLevel, nativeJson } = placeNative(source.native);
+  const switchyard = compact({ ...source.extras, wrapped, nativeJson });
+  return {
+    klass: source.name,
+    args,
+    ...topLevel,
+    queue,
+    [store.layout.stateField]: source.nativeState,
+    inserted_at: new Date(source.createdAt),
+    ...(switchyard ? { switchyard } : {}),
+  };
+}
+
+function sourceOfInput(input: NormalizedEnqueueInput, now: number): DocumentSource {
+  const runAt = runAtOf(input, now);
+  return {
+    name: input.name,
+    data: input.data,
+    native: input.native ?? {},
+    nativeState: NATIVE.queued,
+    createdAt: now,
+    extras: {
+      ...priorityFields(input.priority),
+      runAt: runAt ?? undefined,
+      maxAttempts: input.maxAttempts === DEFAULT_MAX_ATTEMPTS ? undefined : input.maxAttempts,
+      backoff: input.backoff ?? undefined,
+      tags: input.tags.length > 0 ? input.tags : undefined,
+      uniqueKey: input.uniqueKey,
+    },
+  };
+}
+
+export function normalizeForCloudq(input: EnqueueInput): NormalizedEnqueueInput {
+  const normalized = normalizeEnqueueInput(input);
+  if (normalized.dependsOn.length > 0) {
+    throw new UnsupportedError("cloudq-mongo: job dependencies are not supported (the Cloudq layout has no blocked state)");
+  }
+  return normalized;
+}
+
+export type InsertOutcome = { created: true; document: CloudqDocument } | { created: false; document: CloudqDocument };
+
+export interface InsertRequest {
+  queue: string;
+  document: Omit<CloudqDocument, "_id">;
+  /** A caller-chosen or imported id; a fresh ObjectId otherwise. */
+  id?: string;
+  /** When another unfinished job holds the unique key: return it (enqueue) or store without the slot (import). */
+  onUniqueConflict: "return-holder" | "drop-slot";
+}
+
+const MAX_INSERT_ROUNDS = 8;
+
+/**
+ * Inserts one document, settling every unique-index conflict by looking at what holds it: the
+ * same id in the same queue is returned as it is; an ObjectId taken by another queue moves the id
+ * to `switchyard.id`; a unique key held by an unfinished job returns that job, and one left behind
+ * by a job a legacy server marked deleted is released first.
+ */
+export async function insertDocument(store: Store, request: InsertRequest): Promise<InsertOutcome> {
+  const { queue, id } = request;
+  let document = { ...request.document };
+  let useAlias = id !== undefined && asObjectId(id) === null;
+  for (let round = 0; round < MAX_INSERT_ROUNDS; round++) {
+    if (id !== undefined) {
+      const existing = await store.jobs.findOne(jobFilter(queue, id));
+      if (existing) return { created: false, document: existing };
+    }
+    const _id = id !== undefined && !useAlias ? (asObjectId(id) as ObjectId) : new ObjectId();
+    if (id !== undefined && useAlias) document = withExtras(document, { id, idSlot: idSlot(queue, id) });
+    const candidate = { _id, ...document } as CloudqDocument;
+    try {
+      await store.jobs.insertOne(candidate);
+      return { created: true, document: candidate };
+    } catch (error) {
+      if (!isDuplicateKey(error)) throw error;
+    }
+    const slot = (document.switchyard as SwitchyardFields | undefined)?.uniqueSlot;
+    if (slot !== undefined) {
+      const holder = await store.jobs.findOne({ "switchyard.uniqueSlot": slot });
+      if (holder && isUnfinished(store, holder)) {
+        if (request.onUniqueConflict === "return-holder") return { created: false, document: holder };
+        document = withExtras(document, { uniqueSlot: undefined });
+        continue;
+      }
+      if (holder) await releaseUniqueSlot(store, holder);
+    }
+    if (id !== undefined && !useAlias && (await store.jobs.countDocuments({ _id, queue: { $ne: queue } }, { limit: 1 })) > 0) {
+      useAlias = true;
+    }
+  }
+  throw new ConflictError(`cloudq-mongo: could not insert a job into ${queue}: its id or unique key kept colliding`, { id });
+}
+
+function withExtras(document: Omit<CloudqDocument, "_id">, extras: SwitchyardFields): Omit<CloudqDocument, "_id"> {
+  const switchyard = compact({ ...(document.switchyard as SwitchyardFields | undefined), ...extras });
+  const { switchyard: _old, ...rest } = document;
+  return switchyard ? { ...rest, switchyard } : rest;
+}
+
+function isUnfinished(store: Store, document: CloudqDocument): boolean {
+  const state = document[store.layout.stateField];
+  return state === NATIVE.queued || state === NATIVE.reserved;
+}
+
+async function releaseUniqueSlot(store: Store, holder: CloudqDocument): Promise<void> {
+  const { stateField } = store.layout;
+  await store.jobs.updateOne(
+    { _id: holder._id, "switchyard.uniqueSlot": holder.switchyard?.uniqueSlot, [stateField]: { $nin: [NATIVE.queued, NATIVE.reserved] } },
+    { $unset: { "switchyard.uniqueSlot": "" } },
+  );
+}
+
+export async function enqueueOne(store: Store, queue: string, input: NormalizedEnqueueInput): Promise<EnqueueResult> {
+  const now = Date.now();
+  const source = sourceOfInput(input, now);
+  if (input.uniqueKey !== undefined) source.extras.uniqueSlot = uniqueSlot(queue, input.uniqueKey);
+  const document = buildDocument(store, queue, source);
+  const outcome = await insertDocument(store, {
+    queue,
+    document,
+    ...(input.id !== undefined ? { id: input.id } : {}),
+    onUniqueConflict: "return-holder",
+  });
+  return { job: documentToJob(outcome.document, store.layout.stateField, now), created: outcome.created };
+}
+
+/** All inputs are validated before anything is written; plain jobs go in one insertMany. */
+export async function enqueueMany(store: Store, queue: string, inputs: NormalizedEnqueueInput[]): Promise<EnqueueResult[]> {
+  if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined)) {
+    const results: EnqueueResult[] = [];
+    for (const input of inputs) results.push(await enqueueOne(store, queue, input));
+    return results;
+  }
+  const now = Date.now();
+  const documents = inputs.map(
+    (input) => ({ _id: new ObjectId(), ...buildDocument(store, queue, sourceOfInput(input, now)) }) as CloudqDocument,
+  );
+  if (documents.length > 0) await store.jobs.insertMany(documents, { ordered: true });
+  return documents.map((document) => ({ job: documentToJob(document, store.layout.stateField, now), created: true }));
+}

@@ -1,0 +1,45 @@
+import { ObjectId } from "mongodb";
+
+/**
+ * Job ids. A Cloudq job's id is its `_id` ObjectId as a hex string: that is what every Mongo-era
+ * server returned as `id` and what their DELETE looks up. Switchyard keeps that for every job it
+ * creates. An id chosen by a caller or carried over by import() that cannot be the `_id` (it is not
+ * 24 lower-case hex digits, or that ObjectId is taken by a job of another queue) is kept in
+ * `switchyard.id`, with `switchyard.idSlot` making it unique within its queue, and the document
+ * gets a fresh ObjectId `_id` that legacy servers can still address.
+ */
+const OBJECT_ID_HEX = /^[0-9a-f]{24}$/;
+
+export function asObjectId(id: string): ObjectId | null {
+  return OBJECT_ID_HEX.test(id) ? new ObjectId(id) : null;
+}
+
+/** The value of `switchyard.idSlot`: unique across the collection, so an id is unique per queue. */
+export function idSlot(queue: string, id: string): string {
+  return JSON.stringify([queue, id]);
+}
+
+/** The value of `switchyard.uniqueSlot` while a job with a unique key is unfinished. */
+export function uniqueSlot(queue: string, key: string): string {
+  return JSON.stringify([queue, key]);
+}
+
+/** A filter for the job `id` of `queue`, whichever way its id is stored. */
+export function jobFilter(queue: string, id: string): Record<string, unknown> {
+  const objectId = asObjectId(id);
+  const bySlot = { "switchyard.idSlot": idSlot(queue, id) };
+  if (!objectId) return { queue, ...bySlot };
+  return { queue, $or: [{ _id: objectId }, bySlot] };
+}
+
+/** The id a document shows as Job.id. */
+export function idOf(document: { _id: unknown; switchyard?: { id?: string } }): string {
+  if (document.switchyard?.id !== undefined) return document.switchyard.id;
+  const raw = document._id;
+  return raw instanceof ObjectId ? raw.toHexString() : String(raw);
+}
+
+/** The MongoDB error code of a unique index violation. */
+export function isDuplicateKey(error: unknown): boolean {
+  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000;
+}

@@ -1,0 +1,60 @@
+import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, UnsupportedError, parseOrThrow } from "@switchyard/core";
+import { z } from "zod";
+import { type SwitchyardFields, priorityFields } from "./document.js";
+import { buildDocument, insertDocument } from "./enqueue.js";
+import { uniqueSlot } from "./ids.js";
+import { nativeStateFor } from "./queries.js";
+import type { Store } from "./store.js";
+
+/**
+ * Writes jobs as they are, for migration. Ids, attempts, timestamps, errors and native fields are
+ * kept; an active job arrives queued (its lease belonged to the old store). A completed job in
+ * `remove` mode is counted as imported but not written: that mode keeps no completed documents.
+ */
+export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
+  const checked = parseOrThrow(z.array(JobSchema), jobs, "jobs");
+  const blocked = checked.filter((job) => job.state === "blocked").map((job) => job.id);
+  if (blocked.length > 0) {
+    throw new UnsupportedError("cloudq-mongo: blocked jobs cannot be imported (no dependencies in the Cloudq layout)", { ids: blocked });
+  }
+  let imported = 0;
+  const skipped: string[] = [];
+  for (const job of checked) {
+    if (job.state === "completed" && store.layout.completion === "remove") {
+      imported++;
+      continue;
+    }
+    const document = buildDocument(store, queue, {
+      name: job.name,
+      data: job.data,
+      native: job.native,
+      nativeState: nativeStateFor(job.state),
+      createdAt: job.createdAt,
+      extras: extrasOf(queue, job),
+    });
+    const outcome = await insertDocument(store, { queue, document, id: job.id, onUniqueConflict: "drop-slot" });
+    if (outcome.created) imported++;
+    else skipped.push(job.id);
+  }
+  return { imported, skipped };
+}
+
+function extrasOf(queue: string, job: Job): SwitchyardFields {
+  const unfinished = job.state === "waiting" || job.state === "delayed" || job.state === "active";
+  return {
+    ...priorityFields(job.priority),
+    runAt: job.state === "delayed" && job.runAt !== null ? job.runAt : undefined,
+    attempts: job.attempts > 0 ? job.attempts : undefined,
+    maxAttempts: job.maxAttempts === DEFAULT_MAX_ATTEMPTS ? undefined : job.maxAttempts,
+    backoff: job.backoff ?? undefined,
+    uniqueKey: job.uniqueKey ?? undefined,
+    uniqueSlot: job.uniqueKey !== null && unfinished ? uniqueSlot(queue, job.uniqueKey) : undefined,
+    result: job.result ?? undefined,
+    error: job.error ?? undefined,
+    progress: job.progress ?? undefined,
+    startedAt: job.startedAt ?? undefined,
+    finishedAt: !unfinished ? (job.finishedAt ?? undefined) : undefined,
+    tags: job.tags.length > 0 ? job.tags : undefined,
+    dependsOn: job.dependsOn.length > 0 ? job.dependsOn : undefined,
+  };
+}

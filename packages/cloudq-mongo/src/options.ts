@@ -1,0 +1,55 @@
+import { ValidationError, parseOrThrow } from "@switchyard/core";
+import type { MongoClient } from "mongodb";
+import { z } from "zod";
+
+/** The state field each generation of Cloudq server reads and writes (see the spec, §5). */
+export const STATE_FIELDS = ["queue_state", "workflow_state"] as const;
+export type StateField = (typeof STATE_FIELDS)[number];
+
+/**
+ * What DELETE (complete) does to the document: node-cloudq 0.0.5+ removes it; the Ruby server and
+ * node-cloudq 0.0.1-0.0.4 keep it with the state `deleted`.
+ */
+export const COMPLETION_MODES = ["remove", "mark-deleted"] as const;
+export type CompletionMode = (typeof COMPLETION_MODES)[number];
+
+const LayoutOptionsSchema = z.object({
+  /** Database shared with the legacy servers; `cloudq` is what every Mongo-era server used. */
+  database: z.string().min(1).default("cloudq"),
+  /** Collection of job documents; MongoMapper named it `cloudq.jobs` and node-cloudq followed. */
+  collection: z.string().min(1).default("cloudq.jobs"),
+  /** Side collection holding one `{_id: <queue>}` document per paused queue (legacy servers ignore it). */
+  pausedCollection: z.string().min(1).default("cloudq.paused"),
+  /** Side collection of short-lived claim tokens that make reserve exclusive on any server (see reserve.ts). */
+  claimsCollection: z.string().min(1).default("cloudq.claims"),
+  /**
+   * Guard each claim with a token insert. Needed where findAndModify is not atomic (FerretDB 1.x);
+   * on MongoDB findOneAndUpdate is atomic on its own and this may be turned off to save two round trips.
+   */
+  claimTokens: z.boolean().default(true),
+  /**
+   * How long the extra candidates of one sorted find may serve later reserves of this backend. A
+   * job enqueued through another process may wait this long behind older candidates; 0 keeps the
+   * order strict at the price of one sorted find per reserve().
+   */
+  candidateTtlMs: z.number().int().nonnegative().default(1000),
+  stateField: z.enum(STATE_FIELDS).default("queue_state"),
+  completion: z.enum(COMPLETION_MODES).default("remove"),
+  /** Create the indexes in ready(); turn off where the application user may not create indexes. */
+  createIndexes: z.boolean().default(true),
+});
+
+export type CloudqLayoutOptions = z.input<typeof LayoutOptionsSchema>;
+export type ResolvedLayout = z.output<typeof LayoutOptionsSchema>;
+
+/** Either a connection string (the backend owns and closes the client) or a client the caller owns. */
+export type CloudqBackendOptions = CloudqLayoutOptions & ({ url: string; client?: never } | { client: MongoClient; url?: never });
+
+/** Validates everything but the connection; bad configuration is a ValidationError before any I/O. */
+export function resolveLayout(options: CloudqBackendOptions): ResolvedLayout {
+  const { url, client, ...layout } = options;
+  if ((url === undefined) === (client === undefined)) {
+    throw new ValidationError("cloudq-mongo: pass exactly one of `url` or `client`");
+  }
+  return parseOrThrow(LayoutOptionsSchema, layout, "cloudq-mongo options");
+}

@@ -1,0 +1,72 @@
+import type { JobState } from "@switchyard/core";
+import { NATIVE } from "./document.js";
+import type { StateField } from "./options.js";
+
+type Filter = Record<string, unknown>;
+
+/** A queued job is due when it has no run-at time (every legacy document) or it has passed. */
+function dueClause(now: number): Filter[] {
+  return [{ "switchyard.runAt": null }, { "switchyard.runAt": { $lte: now } }];
+}
+
+/**
+ * What reserve() may claim: a queued job that is due, or a reserved job whose lease has expired
+ * (its worker died; the attempt is counted again). A job a legacy server reserved carries no
+ * lease and is never taken back: that server's worker may still be running it.
+ */
+export function claimableFilter(queue: string, stateField: StateField, now: number): Filter {
+  return {
+    queue,
+    $or: [
+      ...dueClause(now).map((due) => ({ [stateField]: NATIVE.queued, ...due })),
+      { [stateField]: NATIVE.reserved, "switchyard.lease.expiresAt": { $lt: now } },
+    ],
+  };
+}
+
+/**
+ * The reserve order: expired leases first (`reserved` sorts after `queued`, so descending), then
+ * priority (boost descending, demote ascending: a document with neither sorts as priority 0), then
+ * first in, first out by `inserted_at` as node-cloudq 0.2 sorts, then `_id` for jobs inserted in
+ * the same millisecond. Legacy Ruby documents have no `inserted_at` and so come first among equals.
+ */
+export function reserveSort(stateField: StateField): Record<string, 1 | -1> {
+  return { [stateField]: -1, "switchyard.boost": -1, "switchyard.demote": 1, inserted_at: 1, _id: 1 };
+}
+
+/** The filter selecting the jobs of one core state; null for a state this layout cannot hold. */
+export function stateFilter(queue: string, stateField: StateField, state: JobState, now: number): Filter | null {
+  switch (state) {
+    case "waiting":
+      return { queue, [stateField]: NATIVE.queued, $or: dueClause(now) };
+    case "delayed":
+      return { queue, [stateField]: NATIVE.queued, "switchyard.runAt": { $gt: now } };
+    case "active":
+      return { queue, [stateField]: NATIVE.reserved };
+    case "completed":
+      return { queue, [stateField]: NATIVE.deleted };
+    case "failed":
+      return { queue, [stateField]: NATIVE.failed };
+    case "canceled":
+      return { queue, [stateField]: NATIVE.canceled };
+    case "blocked":
+      return null;
+  }
+}
+
+/** The native state value each core state is written as (completed only in mark-deleted mode). */
+export function nativeStateFor(state: JobState): string {
+  switch (state) {
+    case "waiting":
+    case "delayed":
+    case "active":
+    case "blocked":
+      return NATIVE.queued;
+    case "completed":
+      return NATIVE.deleted;
+    case "failed":
+      return NATIVE.failed;
+    case "canceled":
+      return NATIVE.canceled;
+  }
+}

@@ -1,0 +1,47 @@
+import { BackendUnavailableError, ValidationError } from "@switchyard/core";
+import { MongoError } from "mongodb";
+import type { Collection, UpdateFilter } from "mongodb";
+import type { CloudqDocument } from "./document.js";
+import type { ResolvedLayout } from "./options.js";
+
+/** What every operation works on: the shared jobs collection, the pause side collection, the layout. */
+export interface Store {
+  readonly jobs: Collection<CloudqDocument>;
+  readonly paused: Collection<{ _id: string; pausedAt: Date }>;
+  /** Claim tokens `{_id: "<job _id>:<attempt>", at}`; see reserve.ts. Empty between claims. */
+  readonly claims: Collection<{ _id: string; at: Date }>;
+  readonly layout: ResolvedLayout;
+}
+
+export function checkQueue(queue: string): void {
+  if (typeof queue !== "string" || queue.length === 0 || queue.length > 255) {
+    throw new ValidationError("cloudq-mongo: a queue name is a non-empty string of at most 255 characters", { queue });
+  }
+}
+
+/** Network and server-selection failures become BackendUnavailableError; typed errors pass through. */
+export async function guarded<T>(what: string, operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    if (error instanceof MongoError && isUnavailable(error)) {
+      throw new BackendUnavailableError(`cloudq-mongo: ${what} failed: ${error.message}`, { cause: error });
+    }
+    throw error;
+  }
+}
+
+function isUnavailable(error: MongoError): boolean {
+  return [
+    "MongoNetworkError",
+    "MongoServerSelectionError",
+    "MongoNetworkTimeoutError",
+    "MongoTopologyClosedError",
+    "MongoNotConnectedError",
+  ].includes(error.name);
+}
+
+/** The driver cannot type dotted sub-document paths such as `switchyard.lease`; updates are plain records. */
+export function update(fields: Record<string, unknown>): UpdateFilter<CloudqDocument> {
+  return fields as UpdateFilter<CloudqDocument>;
+}
