@@ -38,7 +38,7 @@ function howToInstall(what) {
   return `${what} is missing and could not be installed here. Install it as root with: ${INSTALL_HINT}`;
 }
 const INSTALL_HINT =
-  "apt-get update && apt-get install -y redis-server redis-tools postgresql mariadb-server, and Go for FerretDB " +
+  "apt-get update && apt-get install -y redis-server redis-tools postgresql mariadb-server python3-venv, and Go for FerretDB " +
   `(the test command builds github.com/FerretDB/FerretDB/cmd/ferretdb@${FERRETDB_VERSION} from the Go module proxy)`;
 
 /** Installs the Debian packages and FerretDB that the chosen services need, if they are missing. */
@@ -46,6 +46,9 @@ export function installMissing(names = ALL_SERVICES) {
   const packages = new Set();
   if ((names.includes("redis") || names.includes("redis-cluster")) && (!which("redis-server") || !which("redis-cli")))
     packages.add("redis-server").add("redis-tools");
+  // The qless interop suite runs the real qless-py client from PyPI in a virtualenv.
+  if (names.includes("redis") && spawnSync("python3", ["-m", "venv", "--help"], { stdio: "ignore" }).status !== 0)
+    packages.add("python3").add("python3-venv");
   if (names.includes("postgres") && (!pgBin("initdb") || !pgBin("postgres"))) packages.add("postgresql");
   if (names.includes("mariadb") && (!(which("mariadbd") || which("mysqld")) || !which("mariadb-install-db")))
     packages.add("mariadb-server");
