@@ -3,12 +3,15 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { redactUrl } from "./backends.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { MigrateError, runMigrateCommand } from "./migrate-command.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
 
 const HELP = `switchyard: a job-queue gateway speaking Cloudq and a native REST API onto your queue stores
 
 Usage:
   switchyard serve [--port 8080] [--host 0.0.0.0] [--config switchyard.yaml]
+  switchyard migrate --config <file> --from <backend> --to <backend> --queue <q> [...]
+                       copy a queue between backends (switchyard migrate --help)
   switchyard --help
 
 Options:
@@ -36,8 +39,15 @@ function parsePort(value: string): number {
   return port;
 }
 
-/** Parses the command line, starts the server; resolves with it (or undefined for --help). */
+/**
+ * Parses the command line and runs the command: `serve` resolves with the running server, `migrate`
+ * and --help with undefined once done. A failed command rejects with a message for the user.
+ */
 export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<RunningServer | undefined> {
+  if (argv[0] === "migrate") {
+    await runMigrateCommand(argv.slice(1), io);
+    return undefined;
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -69,11 +79,14 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<Run
 /** Runs the CLI as a process: exits non-zero with a readable message on bad input, stops gracefully on signals. */
 export async function main(argv = process.argv.slice(2)): Promise<void> {
   let server: RunningServer | undefined;
+  // stdout of `migrate` carries only the JSON report; drivers log through console (knex warns on
+  // failed connections), so their lines go to stderr with the progress.
+  if (argv[0] === "migrate") console.log = console.info = console.warn = console.error;
   try {
     server = await runCli(argv);
   } catch (error) {
     const message =
-      error instanceof ConfigError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")
+      error instanceof ConfigError || error instanceof MigrateError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")
         ? (error as Error).message
         : String(error);
     process.stderr.write(`switchyard: ${message}\n`);

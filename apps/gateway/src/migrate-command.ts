@@ -1,0 +1,143 @@
+import { parseArgs } from "node:util";
+import { type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
+import { type BackendRegistry, closeBackends, defaultRegistry, openBackends } from "./backends.js";
+import type { CliIo } from "./cli.js";
+import { type Config, loadConfig } from "./config.js";
+
+export const MIGRATE_HELP = `switchyard migrate: copy one queue, every job in every state, from one configured backend to another
+
+Usage:
+  switchyard migrate --config <file> --from <backend> --to <backend> --queue <q>
+                     [--target-queue <q2>] [--batch-size <n>] [--resume <cursor>]
+
+Options:
+  -c, --config <path>      YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)
+  --from <backend>         the backend to read from (a name under \`backends:\`)
+  --to <backend>           the backend to write to
+  --queue <q>              the queue to copy
+  --target-queue <q2>      the queue's name on the target (default: the same name)
+  --batch-size <n>         jobs per page (default 500)
+  --resume <cursor>        continue after an interruption, from the cursor the last progress line printed
+  -h, --help               show this text
+
+Ids, attempts, timestamps and native fields travel with the jobs; active jobs arrive waiting. Jobs the
+target already holds are skipped, so running the same command again is safe. A progress line per page
+goes to stderr, the final report (JSON) to stdout. Exit code 1 when a backend is unreachable, the
+migration stops, or a job read from the source is missing from the target.
+`;
+
+/** A migration that could not finish or did not verify; the message says what to do next. */
+export class MigrateError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "MigrateError";
+  }
+}
+
+export interface MigrateCommandReport extends MigrationReport {
+  from: string;
+  to: string;
+  queue: string;
+  targetQueue: string;
+}
+
+function parseBatchSize(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const size = Number(value);
+  if (!/^\d+$/.test(value) || size < 1 || size > 100_000)
+    throw new MigrateError(`--batch-size must be a number from 1 to 100000, got "${value}"`);
+  return size;
+}
+
+function backendNamed(config: Config, name: string, flag: string, source: string): void {
+  if (name in config.backends) return;
+  const known = Object.keys(config.backends).join(", ");
+  throw new MigrateError(`${flag} "${name}" names no backend in ${source} (known: ${known})`);
+}
+
+function progressLine(progress: MigrationProgress): string {
+  const counts = `read ${progress.read}, imported ${progress.imported}, skipped ${progress.skipped}`;
+  const next = progress.cursor === null ? "source exhausted, verifying done" : `resume with --resume ${progress.cursor}`;
+  return `switchyard migrate: ${counts}; ${next}\n`;
+}
+
+/**
+ * `switchyard migrate`: opens only the two named backends, copies the queue page by page, prints
+ * progress to stderr and the report to stdout. Resolves with the report (undefined for --help);
+ * rejects with MigrateError (or the ConfigError of a bad or unreachable backend) for exit code 1.
+ */
+export async function runMigrateCommand(
+  argv: string[],
+  io: CliIo,
+  registry: BackendRegistry = defaultRegistry,
+): Promise<MigrateCommandReport | undefined> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: "string", short: "c" },
+      from: { type: "string" },
+      to: { type: "string" },
+      queue: { type: "string" },
+      "target-queue": { type: "string" },
+      "batch-size": { type: "string" },
+      resume: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    io.out(MIGRATE_HELP);
+    return undefined;
+  }
+  const { from, to, queue } = values;
+  if (!from || !to || !queue) throw new MigrateError("--from, --to and --queue are required; try switchyard migrate --help");
+  const targetQueue = values["target-queue"] ?? queue;
+  const batchSize = parseBatchSize(values["batch-size"]);
+  if (from === to && targetQueue === queue)
+    throw new MigrateError(`--from and --to are both "${from}": give a --target-queue to copy within one backend`);
+
+  const configPath = values.config ?? io.env.SWITCHYARD_CONFIG;
+  const config = await loadConfig(configPath);
+  const source = configPath ? `config file ${configPath}` : "the built-in default config";
+  backendNamed(config, from, "--from", source);
+  backendNamed(config, to, "--to", source);
+
+  // Only the two backends the command names: a third one being down must not stop a migration.
+  const specs = { [from]: config.backends[from]!, [to]: config.backends[to]! };
+  const opened = await openBackends({ ...config, backends: specs }, registry);
+  let last: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: values.resume ?? null };
+  let report: MigrationReport;
+  try {
+    report = await migrateQueue({
+      from: opened.get(from)!.backend,
+      to: opened.get(to)!.backend,
+      queue,
+      targetQueue,
+      ...(batchSize ? { batchSize } : {}),
+      ...(values.resume ? { cursor: values.resume } : {}),
+      onProgress: (progress) => {
+        last = progress;
+        io.err(progressLine(progress));
+      },
+    });
+  } catch (error) {
+    const resume =
+      last.cursor === null ? "run the same command again (jobs already copied are skipped)" : `resume with --resume ${last.cursor}`;
+    throw new MigrateError(
+      `migration of queue "${queue}" from ${from} to ${to} stopped after ${last.read} job(s): ${(error as Error).message}; ${resume}`,
+      {
+        cause: error,
+      },
+    );
+  } finally {
+    await closeBackends(opened).catch(() => undefined);
+  }
+
+  const result: MigrateCommandReport = { from, to, queue, targetQueue, ...report };
+  io.out(`${JSON.stringify(result, null, 2)}\n`);
+  if (report.missing.length > 0) {
+    const shown = report.missing.slice(0, 20).join(", ");
+    const more = report.missing.length > 20 ? ` and ${report.missing.length - 20} more` : "";
+    throw new MigrateError(`${report.missing.length} job(s) read from ${from} are missing from ${to} after the migration: ${shown}${more}`);
+  }
+  return result;
+}

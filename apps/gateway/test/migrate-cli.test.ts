@@ -1,0 +1,205 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Backend } from "@switchyard/core";
+import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultRegistry } from "../src/backends.js";
+import { runCli } from "../src/cli.js";
+import { MigrateError, runMigrateCommand } from "../src/migrate-command.js";
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-migrate-cli-"));
+const sqliteUrl = (name: string) => `sqlite:${join(dir, name)}`;
+
+/** Probe: the native rows of a queue in a SQLite file, read directly. */
+function rowsOf(file: string, queue: string): Array<{ name: string; status: string; attempts: number }> {
+  const db = new Database(join(dir, file), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare("select name, status, attempts from jobs where sy_queue = ? order by id").all(queue) as Array<{
+      name: string;
+      status: string;
+      attempts: number;
+    }>;
+  } finally {
+    db.close();
+  }
+}
+
+/** A config naming the source and one target per test; each test copies into its own target file. */
+function writeConfig(target: string, extra: Record<string, { type: string; url: string }> = {}): string {
+  const file = join(dir, `${target}.json`);
+  const backends = {
+    old: { type: "workerqueue-sql", url: sqliteUrl("old.sqlite") },
+    [target]: { type: "workerqueue-sql", url: sqliteUrl(`${target}.sqlite`) },
+    ...extra,
+  };
+  writeFileSync(file, JSON.stringify({ backends, routes: [{ pattern: "*", backend: "old" }] }));
+  return file;
+}
+
+function capture() {
+  const io = { out: "", err: "", env: {} as Record<string, string> };
+  return {
+    output: io,
+    io: {
+      out: (text: string) => {
+        io.out += text;
+      },
+      err: (text: string) => {
+        io.err += text;
+      },
+      env: io.env,
+    },
+  };
+}
+
+let source: Backend;
+const QUEUE = "invoices";
+
+beforeAll(async () => {
+  source = createWorkerQueueBackend({ url: sqliteUrl("old.sqlite") });
+  await source.ready();
+  for (let n = 1; n <= 5; n++) await source.enqueue(QUEUE, { name: `invoice-${n}`, data: { n } });
+  await source.reserve(QUEUE, { worker: "legacy" });
+});
+afterAll(async () => {
+  await source.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("switchyard migrate", () => {
+  it("copies every job to the target, printing a progress line per page to stderr and the JSON report to stdout", async () => {
+    const config = writeConfig("copy");
+    const { io, output } = capture();
+    await runCli(["migrate", "--config", config, "--from", "old", "--to", "copy", "--queue", QUEUE, "--batch-size", "2"], io);
+    expect(JSON.parse(output.out)).toEqual({
+      from: "old",
+      to: "copy",
+      queue: QUEUE,
+      targetQueue: QUEUE,
+      read: 5,
+      imported: 5,
+      skipped: 0,
+      cursor: null,
+      missing: [],
+    });
+    const lines = output.err.trim().split("\n");
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^switchyard migrate: read 2, imported 2, skipped 0; resume with --resume \S+$/);
+    expect(lines[2]).toMatch(/read 5, imported 5, skipped 0; source exhausted/);
+    const rows = rowsOf("copy.sqlite", QUEUE);
+    expect(rows.map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
+    // The job the legacy worker held arrives pending with its attempt counted.
+    expect(rows[0]).toMatchObject({ status: "pending", attempts: 1 });
+  });
+
+  it("running the same migration again imports nothing and reports every job as skipped", async () => {
+    const config = writeConfig("again");
+    const args = ["migrate", "--config", config, "--from", "old", "--to", "again", "--queue", QUEUE];
+    await runCli(args, capture().io);
+    const { io, output } = capture();
+    await runCli(args, io);
+    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 0, skipped: 5, missing: [] });
+    expect(rowsOf("again.sqlite", QUEUE)).toHaveLength(5);
+  });
+
+  it("--resume with the cursor of a progress line copies only the jobs after it; --target-queue renames the queue", async () => {
+    const first = capture();
+    await runCli(["migrate", "-c", writeConfig("full"), "--from", "old", "--to", "full", "--queue", QUEUE, "--batch-size", "2"], first.io);
+    const cursor = /--resume (\S+)/.exec(first.output.err)?.[1];
+    expect(cursor).toBeDefined();
+    const { io, output } = capture();
+    const args = ["--from", "old", "--to", "resumed", "--queue", QUEUE, "--target-queue", "billing", "--resume", cursor!];
+    await runCli(["migrate", "-c", writeConfig("resumed"), ...args], io);
+    expect(JSON.parse(output.out)).toMatchObject({ targetQueue: "billing", read: 3, imported: 3, missing: [] });
+    expect(rowsOf("resumed.sqlite", "billing").map((row) => row.name)).toEqual(["invoice-3", "invoice-4", "invoice-5"]);
+  });
+
+  it("refuses a missing option, an unknown backend name and a bad batch size with a message naming them", async () => {
+    const config = writeConfig("refused");
+    const { io } = capture();
+    await expect(runCli(["migrate", "--config", config, "--from", "old", "--queue", QUEUE], io)).rejects.toThrow(
+      /--from, --to and --queue are required/,
+    );
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "nowhere", "--queue", QUEUE], io)).rejects.toThrow(
+      /--to "nowhere" names no backend in config file .*refused\.json \(known: old, refused\)/,
+    );
+    const badSize = ["migrate", "-c", config, "--from", "old", "--to", "refused", "--queue", QUEUE, "--batch-size", "0"];
+    await expect(runCli(badSize, io)).rejects.toThrow(/--batch-size must be a number from 1/);
+  });
+
+  it("reports jobs that did not arrive, after printing the report, and fails", async () => {
+    const config = writeConfig("lossy");
+    // A target that acknowledges every import but drops the first job: the verification must notice.
+    const registry = {
+      ...defaultRegistry,
+      "workerqueue-sql": async (spec: { url: string; options: Record<string, unknown> }) => {
+        const backend = await defaultRegistry["workerqueue-sql"]!(spec);
+        if (!spec.url.endsWith("lossy.sqlite")) return backend;
+        const importAll = backend.import.bind(backend);
+        backend.import = async (queue, jobs) => ({ ...(await importAll(queue, jobs.slice(1))), imported: jobs.length });
+        return backend;
+      },
+    };
+    const { io, output } = capture();
+    const run = runMigrateCommand(["-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, registry);
+    await expect(run).rejects.toThrow(MigrateError);
+    await expect(run).rejects.toThrow(/1 job\(s\) read from old are missing from lossy after the migration: 1$/);
+    expect(JSON.parse(output.out)).toMatchObject({ read: 5, missing: ["1"] });
+  });
+
+  it("a migration that stops mid-way fails with the cursor to resume from, and resuming with it copies the rest", async () => {
+    const config = writeConfig("flaky");
+    // The target's second import fails as a dropped connection would.
+    let imports = 0;
+    const registry = {
+      ...defaultRegistry,
+      "workerqueue-sql": async (spec: { url: string; options: Record<string, unknown> }) => {
+        const backend = await defaultRegistry["workerqueue-sql"]!(spec);
+        if (!spec.url.endsWith("flaky.sqlite")) return backend;
+        const importAll = backend.import.bind(backend);
+        backend.import = async (queue, jobs) => {
+          if (++imports === 2) throw new Error("connection reset");
+          return importAll(queue, jobs);
+        };
+        return backend;
+      },
+    };
+    const args = ["-c", config, "--from", "old", "--to", "flaky", "--queue", QUEUE, "--batch-size", "2"];
+    const stopped = await runMigrateCommand(args, capture().io, registry).catch((error: Error) => error);
+    expect(stopped).toBeInstanceOf(MigrateError);
+    const message = (stopped as Error).message;
+    expect(message).toMatch(/stopped after 2 job\(s\): connection reset; resume with --resume \S+$/);
+    expect(rowsOf("flaky.sqlite", QUEUE)).toHaveLength(2);
+
+    const { io, output } = capture();
+    await runMigrateCommand([...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, registry);
+    expect(JSON.parse(output.out)).toMatchObject({ read: 3, imported: 3, skipped: 0, missing: [] });
+    expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
+  });
+
+  it("the switchyard binary exits 1 with a clear message when a backend is unreachable", async () => {
+    const config = writeConfig("down", { pg: { type: "workerqueue-sql", url: "postgres://nobody@127.0.0.1:1/none" } });
+    const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
+    const child = spawn(process.execPath, [bin, "migrate", "-c", config, "--from", "old", "--to", "pg", "--queue", QUEUE], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on("data", (chunk) => {
+      err += chunk;
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(1);
+    expect(err).toMatch(
+      /(^|\n)switchyard: backends\.pg: workerqueue-sql backend at postgres:\/\/nobody@127\.0\.0\.1:1\/none is not reachable/,
+    );
+    expect(out).toBe("");
+  });
+});
