@@ -225,7 +225,7 @@ async function main(): Promise<void> {
       console.log(`| ${c.label} | ${Math.round(median(results[index] ?? [])).toLocaleString("en-US")} | ${runs} |`);
     });
   };
-  const glideAt = (label: string) => glideCases().filter((c) => c.label.includes(label));
+  const glideAt = (label: string) => glideCases().filter((c) => c.label.endsWith(label));
   for (const c of [1, 10, 50]) {
     await report(`Enqueue, ${c} in flight (${ENQUEUE_JOBS} jobs)`, [
       ...enqueueCases.filter((e) => e.label.endsWith(` ${c} in flight`)),

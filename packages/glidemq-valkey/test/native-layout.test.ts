@@ -179,6 +179,20 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     expect(await redis.hmget(k.job(id), "state", "failedReason")).toEqual(["failed", "expired"]);
   });
 
+  it("complete() without a worker takes a job some other consumer claimed: its stream entry is found, acked and deleted", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    await new GlideProducer(redis, q).add("elsewhere", 1);
+    const consumer = new GlideConsumer(redis, q);
+    const [claimed] = await consumer.reserve();
+    const done = await backend.complete(q, claimed?.id ?? "");
+    expect(done.state).toBe("completed");
+    expect(await redis.xlen(k.stream)).toBe(0);
+    expect(((await redis.xpending(k.stream, "workers")) as [number])[0]).toBe(0);
+    expect(await redis.get(k.listActive)).toBeNull();
+    await expect(backend.heartbeat(q, claimed?.id ?? "", { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
+  });
+
   it("our consumers honour meta.paused unless told to behave like glide-mq's workers", async () => {
     const q = queue();
     await new GlideProducer(redis, q).add("held", 1);

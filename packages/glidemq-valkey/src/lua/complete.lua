@@ -15,7 +15,10 @@ if not h[1] then return {'NOT_FOUND'} end
 if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
 if ARGV[6] ~= '' and (h[2] ~= ARGV[6] or h[3] ~= h[4]) then return {'LEASE_LOST'} end
 local entryId = ARGV[2]
-if entryId == '-' then entryId = h[5] or '' end
+if entryId == '-' then
+  -- Switchyard recorded the entry at reserve; a job someone else claimed is looked up in the stream.
+  entryId = h[5] or findEntry(KEYS[1], jobId) or ''
+end
 local processedOn = tonumber(h[3]) or now
 
 ackAndDelete(KEYS[1], ARGV[5], entryId)

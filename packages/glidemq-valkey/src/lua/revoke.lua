@@ -17,19 +17,7 @@ local entryId = h[2] or nil
 local inStream = state == 'waiting' or state == 'active'
 if entryId == nil and inList == 0 and inStream then
   -- Not claimed through Switchyard: find the job's stream entry (waiting, or held by a glide-mq worker).
-  local cursor = '-'
-  while entryId == nil do
-    local entries = redis.call('XRANGE', KEYS[2], cursor, '+', 'COUNT', 1000)
-    if #entries == 0 then break end
-    for _, entry in ipairs(entries) do
-      local fields = entry[2]
-      for f = 1, #fields, 2 do
-        if fields[f] == 'jobId' and fields[f + 1] == jobId then entryId = entry[1] end
-      end
-      if entryId then break end
-    end
-    cursor = '(' .. entries[#entries][1]
-  end
+  entryId = findEntry(KEYS[2], jobId)
 end
 if entryId and entryId ~= '' then
   ackAndDelete(KEYS[2], ARGV[3], entryId)
