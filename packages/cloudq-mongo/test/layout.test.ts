@@ -1,0 +1,173 @@
+import type { Backend } from "@switchyard/core";
+import type { MongoClient } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCloudqBackend, indexesFor } from "../src/index.js";
+import { mongoUrl, rawClient, rawFilter, testDatabase } from "./helpers.js";
+
+const database = testDatabase("layout");
+let client: MongoClient;
+let backend: Backend;
+const jobs = () => client.db(database).collection("cloudq.jobs");
+const queue = () => `lay-${Math.random().toString(36).slice(2, 10)}`;
+
+beforeAll(async () => {
+  client = await rawClient();
+  backend = createCloudqBackend({ url: mongoUrl(), database });
+  await backend.ready();
+});
+afterAll(async () => {
+  await backend.close();
+  await client.close();
+});
+
+describe("cloudq-mongo: the document layout node-cloudq 0.2 writes", () => {
+  it("a plain publish writes exactly node-cloudq 0.2's fields: _id, klass, args, queue, queue_state, inserted_at", async () => {
+    const q = queue();
+    const before = Date.now();
+    const { job } = await backend.enqueue(q, { name: "Archive", data: [{ data: "foobar" }] });
+    const raw = await jobs().findOne(rawFilter(q, job.id));
+    expect(Object.keys(raw ?? {}).sort()).toEqual(["_id", "args", "inserted_at", "klass", "queue", "queue_state"]);
+    expect(raw).toMatchObject({ klass: "Archive", args: [{ data: "foobar" }], queue: q, queue_state: "queued" });
+    expect(raw?._id.toHexString()).toBe(job.id);
+    expect(raw?.inserted_at).toBeInstanceOf(Date);
+    expect((raw?.inserted_at as Date).getTime()).toBeGreaterThanOrEqual(before - 1000);
+  });
+
+  it("a reserve sets queue_state 'reserved' and updated_at as node-cloudq 0.2 does, and keeps the lease in the switchyard sub-document", async () => {
+    const q = queue();
+    const { job } = await backend.enqueue(q, { name: "Archive", data: [1] });
+    await backend.reserve(q, { worker: "w1", leaseMs: 10_000 });
+    const raw = await jobs().findOne(rawFilter(q, job.id));
+    expect(Object.keys(raw ?? {}).sort()).toEqual([
+      "_id",
+      "args",
+      "inserted_at",
+      "klass",
+      "queue",
+      "queue_state",
+      "switchyard",
+      "updated_at",
+    ]);
+    expect(raw?.queue_state).toBe("reserved");
+    expect(raw?.updated_at).toBeInstanceOf(Date);
+    expect(raw?.switchyard).toMatchObject({ attempts: 1, lease: { worker: "w1" } });
+  });
+
+  it("complete() in the default mode removes the document, as node-cloudq 0.0.5+ DELETE does", async () => {
+    const q = queue();
+    const { job } = await backend.enqueue(q, { name: "Archive", data: [] });
+    await backend.reserve(q, { worker: "w" });
+    await backend.complete(q, job.id);
+    expect(await jobs().findOne(rawFilter(q, job.id))).toBeNull();
+  });
+
+  it("a non-array data value is stored as args [value] and comes back unwrapped", async () => {
+    const q = queue();
+    const { job } = await backend.enqueue(q, { name: "Mail", data: { to: "a@example.com" } });
+    const raw = await jobs().findOne(rawFilter(q, job.id));
+    expect(raw?.args).toEqual([{ to: "a@example.com" }]);
+    expect((await backend.get(q, job.id))?.data).toEqual({ to: "a@example.com" });
+  });
+
+  it("native fields are top-level document keys; names the layout owns are kept aside and still round-trip", async () => {
+    const q = queue();
+    const native = { callback: "http://example.com/done", queue_state: "bogus", "a.b": 1 };
+    const { job } = await backend.enqueue(q, { name: "Hook", data: [], native });
+    const raw = await jobs().findOne(rawFilter(q, job.id));
+    expect(raw?.callback).toBe("http://example.com/done");
+    expect(raw?.queue_state).toBe("queued");
+    expect((await backend.get(q, job.id))?.native).toEqual(native);
+  });
+
+  it("failed and canceled jobs hold states the legacy query {queue, queue_state: 'queued'} skips", async () => {
+    const q = queue();
+    const { job: doomed } = await backend.enqueue(q, { name: "Doomed", maxAttempts: 1 });
+    const { job: dropped } = await backend.enqueue(q, { name: "Dropped" });
+    await backend.reserve(q, { worker: "w" });
+    await backend.fail(q, doomed.id, { worker: "w", error: { message: "no" } });
+    await backend.cancel(q, dropped.id);
+    expect(await jobs().countDocuments({ queue: q, queue_state: "queued" })).toBe(0);
+    expect((await jobs().find({ queue: q }).toArray()).map((d) => d.queue_state).sort()).toEqual(["canceled", "failed"]);
+  });
+
+  it("a legacy document without the sub-document sorts as priority 0, between positive and negative priorities", async () => {
+    const q = queue();
+    const low = await backend.enqueue(q, { name: "low", priority: -5 });
+    await jobs().insertOne({ klass: "legacy", args: [], queue: q, queue_state: "queued", inserted_at: new Date() });
+    const high = await backend.enqueue(q, { name: "high", priority: 5 });
+    const order = await backend.reserve(q, { worker: "w", count: 3 });
+    expect(order.map((j) => j.name)).toEqual(["high", "legacy", "low"]);
+    expect(order[0]?.id).toBe(high.job.id);
+    expect(order[2]?.id).toBe(low.job.id);
+    expect(order[1]?.priority).toBe(0);
+  });
+
+  it("the unique key is released when its job finishes, so a later enqueue with that key makes a new job", async () => {
+    const q = queue();
+    const first = await backend.enqueue(q, { name: "once", uniqueKey: "k" });
+    await backend.reserve(q, { worker: "w" });
+    await backend.complete(q, first.job.id, { worker: "w" });
+    const second = await backend.enqueue(q, { name: "once", uniqueKey: "k" });
+    expect(second.created).toBe(true);
+    expect(second.job.id).not.toBe(first.job.id);
+  });
+});
+
+describe("cloudq-mongo: indexes", () => {
+  it("ready() creates the indexes once; a second backend's ready() on the same collection changes nothing", async () => {
+    const names = async () => (await jobs().listIndexes().toArray()).map((index) => String(index.name)).sort();
+    const first = await names();
+    expect(first).toEqual(expect.arrayContaining(indexesFor("queue_state").map((index) => String(index.name))));
+    const again = createCloudqBackend({ url: mongoUrl(), database });
+    await again.ready();
+    await again.close();
+    expect(await names()).toEqual(first);
+  });
+
+  it("the unique-slot index is unique and sparse, so legacy documents without the sub-document never collide", async () => {
+    const slot = (await jobs().listIndexes().toArray()).find((index) => index.name === "switchyard_unique_slot");
+    expect(slot).toMatchObject({ key: { "switchyard.uniqueSlot": 1 }, unique: true });
+    const q = queue();
+    await jobs().insertMany([
+      { klass: "a", args: [], queue: q, queue_state: "queued" },
+      { klass: "b", args: [], queue: q, queue_state: "queued" },
+    ]);
+    expect(await jobs().countDocuments({ queue: q })).toBe(2);
+  });
+});
+
+describe("cloudq-mongo: concurrency", () => {
+  it("10 concurrent reservers on 1,000 jobs: each job is reserved exactly once", async () => {
+    const q = queue();
+    const reservers = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const reserver = createCloudqBackend({ url: mongoUrl(), database });
+        await reserver.ready();
+        return reserver;
+      }),
+    );
+    try {
+      for (let start = 0; start < 1000; start += 250) {
+        await backend.enqueueBulk(
+          q,
+          Array.from({ length: 250 }, (_, i) => ({ name: "race", data: [start + i] })),
+        );
+      }
+      const handedOut: string[] = [];
+      await Promise.all(
+        reservers.map(async (reserver, index) => {
+          for (;;) {
+            const got = await reserver.reserve(q, { worker: `r${index}`, count: 5, leaseMs: 300_000 });
+            if (got.length === 0) return;
+            handedOut.push(...got.map((job) => job.id));
+          }
+        }),
+      );
+      expect(handedOut).toHaveLength(1000);
+      expect(new Set(handedOut).size).toBe(1000);
+      expect(await jobs().countDocuments({ queue: q, queue_state: "reserved", "switchyard.attempts": 1 })).toBe(1000);
+    } finally {
+      await Promise.all(reservers.map((reserver) => reserver.close()));
+    }
+  }, 180_000);
+});
