@@ -4,6 +4,7 @@
  * in for @glidemq/speedkey, then:
  *
  *   GLIDEMQ_PATH=/tmp/glide-build REDIS_URL=redis://127.0.0.1:6379 npx tsx packages/glidemq-valkey/interop/glidemq-interop.ts
+ *   GLIDEMQ_PATH=/tmp/glide-build CLUSTER_NODES=127.0.0.1:7000,127.0.0.1:7001 npx tsx packages/glidemq-valkey/interop/glidemq-interop.ts
  *
  * The same jobs go through three pairings on three queues: glide-mq producer + glide-mq Worker (the
  * reference), glide-mq producer + Switchyard worker, Switchyard producer + glide-mq Worker. Then the
@@ -12,7 +13,7 @@
  */
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import {
   GlideConsumer,
   type GlideJobOptions,
@@ -28,9 +29,20 @@ const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 if (!glidePath) throw new Error("set GLIDEMQ_PATH to a built glide-mq checkout (see the header of this file)");
 // biome-ignore lint/suspicious/noExplicitAny: glide-mq is loaded at run time from a path, untyped
 const glide = createRequire(import.meta.url)(glidePath) as any;
+// CLUSTER_NODES=host:port,host:port,… runs everything against a Redis Cluster instead.
+const clusterNodes = process.env.CLUSTER_NODES?.split(",").map((node) => {
+  const [host, port] = node.split(":");
+  return { host: host ?? "127.0.0.1", port: Number(port) };
+});
 const { hostname, port } = new URL(redisUrl);
-const connection = { addresses: [{ host: hostname, port: Number(port) }] };
-const redis = new Redis(redisUrl);
+const connection = clusterNodes ? { addresses: clusterNodes, clusterMode: true } : { addresses: [{ host: hostname, port: Number(port) }] };
+const redis: Redis | Cluster = clusterNodes ? new Cluster(clusterNodes) : new Redis(redisUrl);
+async function keysMatching(pattern: string): Promise<string[]> {
+  const nodes = redis instanceof Cluster ? redis.nodes("master") : [redis];
+  const found: string[] = [];
+  for (const node of nodes) found.push(...(await node.keys(pattern)));
+  return found;
+}
 const run = Date.now().toString(36);
 
 /** The jobs of the main check: every producer feature the issue names, and every worker outcome. */
@@ -91,7 +103,7 @@ async function processWithSwitchyard(q: string, done: () => Promise<boolean>): P
 /** The queue's keys with run-dependent values replaced: what must match between pairings. */
 async function snapshot(q: string): Promise<Record<string, unknown>> {
   const base = queueKeys(q).base;
-  const keys = (await redis.keys(`${base}*`)).filter((k) => !k.includes(":w:")).sort();
+  const keys = (await keysMatching(`${base}*`)).filter((k) => !k.includes(":w:")).sort();
   const out: Record<string, unknown> = {};
   const norm = (v: string) => v.replace(/\b1\d{12}\b/g, "<T>").replace(/\b\d{13,}-\d+\b/g, "<E>");
   for (const key of keys) {
