@@ -4,6 +4,7 @@ import { type Config, type ConfigInput, parseConfig } from "./config.js";
 import { renderDocsPage } from "./docs.js";
 import { createCloudqDoor } from "./doors/cloudq.js";
 import { createNativeDoor, nativeRoutes } from "./doors/native.js";
+import { createQlessDoor } from "./doors/qless.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { openApiDocument } from "./openapi.js";
 import { QueueRouter } from "./router.js";
@@ -66,6 +67,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   });
 
   app.route("/v1", createNativeDoor(router));
+  app.route("/qless", createQlessDoor(router, backends));
   const cloudq = createCloudqDoor(router, { config: config.doors.cloudq, env });
   app.route("/cloudq", cloudq);
   // Last, so /v1, /health, /docs and /openapi.json keep their meaning when Cloudq also owns `/:queue`.

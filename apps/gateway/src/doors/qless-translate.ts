@@ -1,0 +1,217 @@
+import { type Backend, ConflictError, type EnqueueInput, type Job, type JobState, type Json, UnsupportedError } from "@switchyard/core";
+import { QlessScriptError } from "@switchyard/qless-redis";
+
+/**
+ * The qless core subset on a backend that is not qless-redis: each command becomes core operations
+ * and its reply is shaped as the qless script shapes it, so a qless client cannot tell.
+ */
+
+/** qless's `heartbeat` config default: how long a popped job stays with its worker. */
+export const QLESS_LEASE_MS = 60_000;
+
+/** qless `put` without `retries`: 5 retries, so 6 runs. */
+const DEFAULT_RETRIES = 5;
+
+type Arg = string | number;
+export type QlessArgs = Arg[];
+
+const QLESS_STATE: Record<JobState, string> = {
+  waiting: "waiting",
+  delayed: "scheduled",
+  active: "running",
+  completed: "complete",
+  failed: "failed",
+  canceled: "canceled",
+  blocked: "depends",
+};
+
+/** cjson encodes an empty Lua table as `{}`; qless clients expect that for empty lists. */
+const luaList = (items: string[]): string[] | Record<string, never> => (items.length > 0 ? items : {});
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+function qlessError(command: string, message: string): QlessScriptError {
+  return new QlessScriptError(command, message);
+}
+
+function required(command: string, func: string, args: QlessArgs, index: number, name: string): string {
+  const value = args[index];
+  if (value === undefined || value === "") throw qlessError(command, `${func}(): Arg "${name}" missing`);
+  return String(value);
+}
+
+function numeric(command: string, func: string, value: Arg | undefined, name: string): number {
+  const number = typeof value === "number" ? value : value === undefined || value.trim() === "" ? Number.NaN : Number(value);
+  if (!Number.isFinite(number)) throw qlessError(command, `${func}(): Arg "${name}" not a number: ${value ?? "nil"}`);
+  return number;
+}
+
+function jsonArg(command: string, func: string, value: Arg | undefined, name: string): Json {
+  try {
+    return JSON.parse(String(value ?? "")) as Json;
+  } catch {
+    throw qlessError(command, `${func}(): Arg "${name}" missing or not JSON: ${value ?? "nil"}`);
+  }
+}
+
+function stringList(command: string, func: string, value: Arg | undefined, name: string): string[] {
+  const parsed = jsonArg(command, func, value, name);
+  // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
+  if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
+  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string")) {
+    throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings: ${value}`);
+  }
+  return parsed as string[];
+}
+
+/** `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an EnqueueInput. */
+export function putInput(args: QlessArgs): EnqueueInput {
+  const jid = required("put", "Put", args, 2, "jid");
+  const klass = required("put", "Put", args, 3, "klass");
+  const data = jsonArg("put", "Put", args[4], "data");
+  const delay = numeric("put", "Put", args[5] ?? 0, "delay");
+  const options = args.slice(6);
+  if (options.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
+  const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: DEFAULT_RETRIES + 1 };
+  if (delay > 0) input.delay = Math.round(delay * 1000);
+  for (let i = 0; i < options.length; i += 2) {
+    const [key, value] = [String(options[i]), options[i + 1]];
+    // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
+    // non-defaults reach the backend, so a backend without tags still takes a plain put.
+    if (key === "priority") {
+      const priority = numeric("put", "Put", value, "priority");
+      if (priority !== 0) input.priority = priority;
+    } else if (key === "retries") {
+      input.maxAttempts = numeric("put", "Put", value, "retries") + 1;
+    } else if (key === "tags") {
+      const tags = stringList("put", "Put", value, "tags");
+      if (tags.length > 0) input.tags = tags;
+    } else if (key === "depends") {
+      const depends = stringList("put", "Put", value, "depends");
+      if (depends.length > 0) input.dependsOn = depends;
+    }
+  }
+  return input;
+}
+
+/** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
+export function qlessJob(job: Job): Record<string, unknown> {
+  const worker = job.lease?.worker ?? "";
+  const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
+  if (job.startedAt !== null) history.push({ when: seconds(job.startedAt), what: "popped", worker });
+  if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
+  if (job.finishedAt !== null && job.state === "failed") {
+    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "" });
+  }
+  const failure = job.error
+    ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
+    : {};
+  return {
+    jid: job.id,
+    klass: job.name,
+    // qless blanks the queue of a job that completed for good.
+    queue: job.state === "completed" ? "" : job.queue,
+    state: QLESS_STATE[job.state],
+    worker,
+    tracked: false,
+    priority: job.priority,
+    expires: job.lease ? job.lease.expiresAt / 1000 : 0,
+    retries: job.maxAttempts - 1,
+    // qless spends one retry per retry or lock expiry, not per pop: the run in progress is not spent.
+    remaining: job.maxAttempts - Math.max(job.attempts, 1),
+    data: JSON.stringify(job.data),
+    tags: luaList(job.tags),
+    history,
+    failure,
+    spawned_from_jid: false,
+    dependents: {},
+    dependencies: luaList(job.dependsOn),
+  };
+}
+
+const jobList = (jobs: Job[]) => (jobs.length > 0 ? jobs.map(qlessJob) : {});
+
+/** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
+const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessArgs) => Promise<unknown>> = {
+  async put(backend, queue, args) {
+    const input = putInput(args);
+    const { job, created } = await backend.enqueue(queue, input);
+    // qless would re-put the job; a core backend keeps the first one, so say so instead of pretending.
+    if (!created) throw new ConflictError(`job ${job.id} already exists in queue ${queue}`);
+    return job.id;
+  },
+  async pop(backend, queue, args) {
+    const worker = required("pop", "Pop", args, 1, "worker");
+    const count = numeric("pop", "Pop", args[2] ?? 1, "count");
+    if (count < 1) return {};
+    return jobList(await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: QLESS_LEASE_MS }));
+  },
+  async peek(backend, queue, args) {
+    const count = numeric("peek", "Peek", args[1] ?? 1, "count");
+    if (count < 1) return {};
+    return jobList((await backend.list(queue, { state: "waiting", limit: Math.floor(count) })).items);
+  },
+  async complete(backend, queue, args) {
+    const jid = required("complete", "Complete", args, 0, "jid");
+    const worker = required("complete", "Complete", args, 1, "worker");
+    if (args.length > 4) throw unsupported("complete with next/delay/depends", queue, backend);
+    await backend.complete(queue, jid, { worker });
+    return "complete";
+  },
+  async fail(backend, queue, args) {
+    const jid = required("fail", "Fail", args, 0, "jid");
+    const worker = required("fail", "Fail", args, 1, "worker");
+    const group = required("fail", "Fail", args, 2, "group");
+    const message = required("fail", "Fail", args, 3, "message");
+    await backend.fail(queue, jid, { worker, error: { group, message }, retry: false });
+    return jid;
+  },
+  async heartbeat(backend, queue, args) {
+    const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
+    const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
+    const job = await backend.heartbeat(queue, jid, { worker, leaseMs: QLESS_LEASE_MS });
+    // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
+    return job.lease ? seconds(job.lease.expiresAt) : 0;
+  },
+  async get(backend, queue, args) {
+    const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
+    return job ? qlessJob(job) : null;
+  },
+  async cancel(backend, queue, args) {
+    const jids = args.map(String);
+    for (const jid of jids) {
+      // qless cancels what exists and ignores unknown jids.
+      if (await backend.get(queue, jid)) await backend.cancel(queue, jid);
+    }
+    return jids;
+  },
+  async length(backend, queue) {
+    const counts = await backend.counts(queue);
+    return counts.active + counts.waiting + counts.delayed;
+  },
+  async queues(backend, queue) {
+    const counts = await backend.counts(queue);
+    return {
+      name: queue,
+      paused: await backend.isPaused(queue),
+      waiting: counts.waiting,
+      running: counts.active,
+      scheduled: counts.delayed,
+      depends: counts.blocked,
+      stalled: 0,
+      recurring: 0,
+    };
+  },
+};
+
+export const TRANSLATED_COMMANDS = Object.keys(TRANSLATED);
+
+function unsupported(what: string, queue: string, backend: Backend): UnsupportedError {
+  return new UnsupportedError(`qless command ${what} needs a qless-redis backend; queue ${queue} is on ${backend.kind}`);
+}
+
+/** Runs a qless command on a core backend, or answers UnsupportedError (501) naming the reason. */
+export async function runTranslated(backend: Backend, queue: string, command: string, args: QlessArgs): Promise<unknown> {
+  const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
+  if (!handler || (command === "queues" && args.length === 0)) throw unsupported(command, queue, backend);
+  return handler(backend, queue, args);
+}

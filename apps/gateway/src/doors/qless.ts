@@ -1,0 +1,139 @@
+import { type Backend, ValidationError, parseOrThrow } from "@switchyard/core";
+import { type QlessBackend, QlessScriptError, translateError } from "@switchyard/qless-redis";
+import { Hono } from "hono";
+import { z } from "zod";
+import type { NamedBackend } from "../backends.js";
+import type { GatewayEnv } from "../errors.js";
+import { errorFormat, limitBody, readJson } from "../http.js";
+import type { QueueRouter } from "../router.js";
+import { type QlessArgs, runTranslated } from "./qless-translate.js";
+
+/** `POST /qless/:command` body: the args a qless client passes after `now`, and optionally `now` and a queue. */
+const QlessBodySchema = z.object({
+  args: z.array(z.union([z.string(), z.number()])).default([]),
+  /** Float epoch seconds; the gateway's clock when absent. Only qless-redis backends see it. */
+  now: z.union([z.number(), z.string()]).optional(),
+  /** For commands that take only jids or nothing: the queue whose backend runs them. */
+  queue: z.string().min(1).optional(),
+});
+
+/** Where each queue-naming command has its queue among the args after `now`. */
+const QUEUE_ARG: Record<string, number> = {
+  put: 1,
+  requeue: 1,
+  retry: 1,
+  complete: 2,
+  pop: 0,
+  peek: 0,
+  length: 0,
+  recur: 0,
+  stats: 0,
+  unfail: 0,
+  queues: 0,
+};
+/** Commands whose every argument is a queue. */
+const QUEUE_LIST_COMMANDS = new Set(["pause", "unpause", "queue.forget"]);
+
+/** Commands whose string reply is JSON text (job documents, listings, counts). */
+const JSON_REPLIES = new Set([
+  "get",
+  "multiget",
+  "peek",
+  "pop",
+  "tag",
+  "track",
+  "failed",
+  "queues",
+  "workers",
+  "stats",
+  "recur.get",
+  "recur.tag",
+  "recur.untag",
+]);
+
+function queuesNamed(command: string, args: QlessArgs): string[] {
+  const named = (value: string | number | undefined) => (value === undefined || value === "" ? [] : [String(value)]);
+  if (QUEUE_LIST_COMMANDS.has(command)) return args.flatMap(named);
+  // `jobs complete [offset count]` is global; `jobs <state> <queue> ...` names the queue.
+  if (command === "jobs") return args[0] === "complete" ? [] : named(args[1]);
+  return Object.hasOwn(QUEUE_ARG, command) ? named(args[QUEUE_ARG[command]!]) : [];
+}
+
+/** Parses JSON-text replies so the client gets JSON; integers, nil (null) and multi-bulk lists stay as they are. */
+export function shapeReply(command: string, args: QlessArgs, reply: unknown): unknown {
+  if (typeof reply !== "string") return reply;
+  const json = JSON_REPLIES.has(command) || (command === "config.get" && args.length === 0);
+  return json ? JSON.parse(reply) : reply;
+}
+
+function asQless(backend: Backend): QlessBackend | undefined {
+  const candidate = backend as Partial<QlessBackend>;
+  return backend.kind === "qless-redis" && typeof candidate.qless === "function" ? (candidate as QlessBackend) : undefined;
+}
+
+type Target = { qless: QlessBackend } | { backend: Backend; queue: string };
+
+/**
+ * Picks where a command runs: the backend of the queue it names (all named queues must share
+ * one), else the body's `queue`, else the only qless-redis backend of the config.
+ */
+function resolveTarget(
+  router: QueueRouter,
+  backends: Map<string, NamedBackend>,
+  command: string,
+  args: QlessArgs,
+  bodyQueue?: string,
+): Target {
+  const named = queuesNamed(command, args);
+  const queue = named[0] ?? bodyQueue;
+  if (queue !== undefined) {
+    const target = router.resolve(queue);
+    const other = named.find((name) => router.resolve(name) !== target);
+    if (other !== undefined) {
+      throw new ValidationError(`qless ${command}: queues ${queue} and ${other} live on different backends; send one command per backend`);
+    }
+    const qless = asQless(target.backend);
+    return qless ? { qless } : { backend: target.backend, queue };
+  }
+  const qlessBackends = [...backends.values()].filter((entry) => asQless(entry.backend));
+  const only = qlessBackends.length === 1 ? asQless(qlessBackends[0]!.backend) : undefined;
+  if (only) return { qless: only };
+  const configured =
+    qlessBackends.length === 0
+      ? "no qless-redis backend is configured"
+      : `${qlessBackends.length} qless-redis backends are configured (${qlessBackends.map((entry) => entry.name).join(", ")})`;
+  throw new ValidationError(
+    `qless ${command} names no queue and ${configured}: send "queue" in the body naming a queue routed to the backend that holds the job`,
+  );
+}
+
+const qlessErrorBody = (message: string) => ({ error: { code: "QLESS_ERROR", message } });
+
+/**
+ * The qless door: `POST /qless/:command` with `{args, now?, queue?}` answers `{reply}`. On a
+ * qless-redis backend the command runs verbatim on its qless script; on any other backend the core
+ * subset is translated (qless-translate.ts) and the rest answers 501.
+ */
+export function createQlessDoor(router: QueueRouter, backends: Map<string, NamedBackend>): Hono<GatewayEnv> {
+  const door = new Hono<GatewayEnv>();
+
+  door.post("/:command", errorFormat("native"), limitBody, async (c) => {
+    const command = c.req.param("command");
+    const body = parseOrThrow(QlessBodySchema, (await readJson(c, { optional: true })) ?? {}, "qless request");
+    // The script's own switchyard.* commands serve the core Backend, not qless clients.
+    if (command.startsWith("switchyard.")) return c.json(qlessErrorBody(`Unknown command ${command}`), 400);
+    const target = resolveTarget(router, backends, command, body.args, body.queue);
+    try {
+      if ("qless" in target) {
+        const reply = await target.qless.qless(command, body.now ?? Date.now() / 1000, ...body.args);
+        return c.json({ reply: shapeReply(command, body.args, reply) });
+      }
+      return c.json({ reply: await runTranslated(target.backend, target.queue, command, body.args) });
+    } catch (error) {
+      if (error instanceof QlessScriptError) return c.json(qlessErrorBody(error.message), 400);
+      throw "qless" in target ? translateError(error) : error;
+    }
+  });
+
+  return door;
+}

@@ -1,0 +1,301 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { serviceUrl } from "@switchyard/conformance";
+import { createQlessBackend } from "@switchyard/qless-redis";
+import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
+import Database from "better-sqlite3";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type BackendRegistry, type Gateway, createGateway } from "../src/index.js";
+import { send } from "./helpers.js";
+
+// Redis db 9 is shared with the migration tests: random queue names and jids, never FLUSHDB.
+const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/9`;
+const registry: BackendRegistry = {
+  "qless-redis": ({ url, options }) => createQlessBackend({ url, ...options }),
+  "workerqueue-sql": ({ url, options }) => createWorkerQueueBackend({ url, ...options }),
+};
+const unique = (prefix: string) => `${prefix}-${randomUUID().replaceAll("-", "").slice(0, 12)}`;
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-qless-door-"));
+const sqliteFile = join(dir, "door.sqlite");
+let gateway: Gateway;
+let redis: Redis;
+
+/** One gateway: `sql-*` queues on SQLite, everything else on qless-redis. */
+beforeAll(async () => {
+  gateway = await createGateway({
+    config: {
+      backends: { ql: { type: "qless-redis", url: redisUrl }, sql: { type: "workerqueue-sql", url: `sqlite:${sqliteFile}` } },
+      routes: [
+        { pattern: "sql-*", backend: "sql" },
+        { pattern: "*", backend: "ql" },
+      ],
+    },
+    registry,
+    env: {},
+  });
+  redis = new Redis(redisUrl);
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  redis?.disconnect();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const qless = (command: string, body?: unknown) => send(gateway, "POST", `/qless/${command}`, body);
+
+/** Probe: the workerqueue-sql row of a job, read from the SQLite file directly. */
+function sqlRow(jid: string): Record<string, unknown> | undefined {
+  const db = new Database(sqliteFile, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare("select * from jobs where sy_job_id = ?").get(jid) as Record<string, unknown> | undefined;
+  } finally {
+    db.close();
+  }
+}
+
+describe("qless door on a qless-redis backend runs the command verbatim on the qless script", () => {
+  it("put, pop, heartbeat and complete leave ql:j:<jid> exactly as qless writes it", async () => {
+    const queue = unique("q");
+    const jid = unique("jid");
+    const t = nowSeconds();
+
+    const put = await qless("put", {
+      now: t,
+      args: ["client-1", queue, jid, "my.Klass", '{"x":1}', 0, "priority", 5, "tags", '["a"]', "retries", 2],
+    });
+    expect(put.status).toBe(200);
+    expect(put.json).toEqual({ reply: jid });
+    expect(await redis.hgetall(`ql:j:${jid}`)).toMatchObject({
+      jid,
+      klass: "my.Klass",
+      data: '{"x":1}',
+      state: "waiting",
+      queue,
+      worker: "",
+      priority: "5",
+      tags: '["a"]',
+      retries: "2",
+      remaining: "2",
+      expires: "0",
+    });
+
+    const pop = await qless("pop", { now: t + 1, args: [queue, "worker-1", 1] });
+    expect(pop.status).toBe(200);
+    expect(pop.json.reply).toHaveLength(1);
+    expect(pop.json.reply[0]).toMatchObject({
+      jid,
+      klass: "my.Klass",
+      data: '{"x":1}',
+      state: "running",
+      worker: "worker-1",
+      expires: t + 61,
+    });
+    expect(await redis.hgetall(`ql:j:${jid}`)).toMatchObject({ state: "running", worker: "worker-1", queue, expires: String(t + 61) });
+    expect(Number(await redis.zscore(`ql:q:${queue}-locks`, jid))).toBe(t + 61);
+
+    const heartbeat = await qless("heartbeat", { now: t + 10.5, args: [jid, "worker-1"] });
+    expect(heartbeat.json).toEqual({ reply: t + 70 }); // qless truncates the float expiry to an integer reply
+    expect(Number(await redis.hget(`ql:j:${jid}`, "expires"))).toBe(t + 70.5);
+
+    const lost = await qless("heartbeat", { now: t + 11, args: [jid, "worker-2"] });
+    expect(lost.status).toBe(400);
+    expect(lost.json.error).toEqual({ code: "QLESS_ERROR", message: `Heartbeat(): Job ${jid} given out to another worker: worker-1` });
+
+    const complete = await qless("complete", { now: t + 20, args: [jid, "worker-1", queue, '{"x":2}'] });
+    expect(complete.json).toEqual({ reply: "complete" });
+    expect(await redis.hgetall(`ql:j:${jid}`)).toMatchObject({ state: "complete", queue: "", worker: "", data: '{"x":2}' });
+    expect(await redis.zscore("ql:completed", jid)).toBe(String(t + 20));
+  });
+
+  it("peek, get, queues, length, jobs and stats answer qless's reply shapes as JSON", async () => {
+    const queue = unique("q");
+    const [a, b] = [unique("jid"), unique("jid")];
+    const t = nowSeconds();
+    await qless("put", { now: t, args: ["c", queue, a, "K", '{"n":1}', 0] });
+    await qless("put", { now: t + 1, args: ["c", queue, b, "K", '{"n":2}', 0] });
+
+    const peek = await qless("peek", { now: t + 2, args: [queue, 10] });
+    expect(peek.json.reply.map((job: { jid: string }) => job.jid)).toEqual([a, b]);
+    expect(peek.json.reply[0]).toMatchObject({ state: "waiting", data: '{"n":1}', tags: {}, history: [{ what: "put", q: queue }] });
+
+    const get = await qless("get", { args: [a] }); // a jid-only command: the one qless-redis backend runs it
+    expect(get.json.reply).toMatchObject({ jid: a, klass: "K", queue, state: "waiting", retries: 5, remaining: 5, failure: {} });
+    expect((await qless("get", { args: [unique("missing")] })).json).toEqual({ reply: null });
+
+    expect((await qless("length", { args: [queue] })).json).toEqual({ reply: 2 });
+    const one = await qless("queues", { args: [queue] });
+    expect(one.json.reply).toEqual({
+      name: queue,
+      paused: false,
+      waiting: 2,
+      running: 0,
+      scheduled: 0,
+      depends: 0,
+      stalled: 0,
+      recurring: 0,
+    });
+    const all = await qless("queues", { args: [] });
+    expect(all.json.reply).toEqual(expect.arrayContaining([expect.objectContaining({ name: queue, waiting: 2 })]));
+
+    await qless("pop", { now: t + 3, args: [queue, "w", 1] });
+    expect((await qless("jobs", { now: t + 4, args: ["running", queue] })).json).toEqual({ reply: [a] }); // multi-bulk stays a list
+
+    const stats = await qless("stats", { args: [queue, t] });
+    expect(stats.json.reply).toMatchObject({ retries: 0, failed: 0, failures: 0, wait: { count: 1 }, run: { count: 0 } });
+    expect(stats.json.reply.wait.histogram).toHaveLength(148);
+  });
+
+  it("a script error answers 400 QLESS_ERROR with qless's message and writes nothing", async () => {
+    const queue = unique("q");
+    const jid = unique("jid");
+    const res = await qless("put", { args: ["c", queue, jid, "K", "{}", "soon"] });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ error: { code: "QLESS_ERROR", message: 'Put(): Arg "delay" not a number: soon' } });
+    expect(await redis.exists(`ql:j:${jid}`)).toBe(0);
+    expect(await redis.zscore("ql:queues", queue)).toBeNull();
+  });
+
+  it("bad JSON, args that are not an array and switchyard.* commands answer 400 and write nothing", async () => {
+    const queue = unique("q");
+    const jid = unique("jid");
+    const badJson = await qless("put", `{"args": ["c", "${queue}", "${jid}", "K", "{}", 0`);
+    expect(badJson.status).toBe(400);
+    expect(badJson.json.error.code).toBe("VALIDATION");
+    const notArray = await qless("put", { args: `c ${queue} ${jid} K {} 0` });
+    expect(notArray.status).toBe(400);
+    expect(notArray.json.error).toMatchObject({ code: "VALIDATION", message: expect.stringContaining("args") });
+    const badArg = await qless("put", { args: ["c", queue, jid, "K", { x: 1 }, 0] });
+    expect(badArg.status).toBe(400);
+    const internal = await qless("switchyard.enqueue", { args: [queue, jid, "K", "{}", 0, 0, "[]", 0, "[]", "", ""] });
+    expect(internal.status).toBe(400);
+    expect(internal.json.error).toEqual({ code: "QLESS_ERROR", message: "Unknown command switchyard.enqueue" });
+    expect(await redis.exists(`ql:j:${jid}`)).toBe(0);
+    expect(await redis.zscore("ql:queues", queue)).toBeNull();
+  });
+
+  it("pause and unpause name their queues and run where those queues live", async () => {
+    const queue = unique("q");
+    expect((await qless("pause", { args: [queue] })).json).toEqual({ reply: null });
+    expect(await redis.sismember("ql:paused_queues", queue)).toBe(1);
+    await qless("unpause", { args: [queue] });
+    expect(await redis.sismember("ql:paused_queues", queue)).toBe(0);
+    const mixed = await qless("pause", { args: [queue, unique("sql")] });
+    expect(mixed.status).toBe(400);
+    expect(mixed.json.error.message).toMatch(/different backends/);
+  });
+});
+
+describe("qless door on a workerqueue-sql backend translates the core subset", () => {
+  it("put then pop gives a qless-shaped running job and a processing SQL row with the lease", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    const put = await qless("put", { args: ["c", queue, jid, "my.Klass", '{"to":"a@b.c"}', 0, "priority", 0, "tags", "[]", "retries", 2] });
+    expect(put.json).toEqual({ reply: jid });
+    expect(sqlRow(jid)).toMatchObject({ name: "my.Klass", status: "pending", sy_queue: queue, sy_max_attempts: 3 });
+
+    const before = Date.now();
+    const pop = await qless("pop", { args: [queue, "worker-1", 5] });
+    expect(pop.status).toBe(200);
+    expect(pop.json.reply).toHaveLength(1);
+    const job = pop.json.reply[0];
+    expect(job).toMatchObject({
+      jid,
+      klass: "my.Klass",
+      queue,
+      state: "running",
+      worker: "worker-1",
+      data: '{"to":"a@b.c"}',
+      priority: 0,
+      retries: 2,
+      remaining: 2,
+      tags: {},
+      failure: {},
+      tracked: false,
+    });
+    expect(job.history.map((entry: { what: string }) => entry.what)).toEqual(["put", "popped"]);
+    expect(job.expires).toBeGreaterThanOrEqual(before / 1000 + 59);
+    const row = sqlRow(jid);
+    expect(["processing", "loading"]).toContain(row?.status);
+    expect(row).toMatchObject({ sy_worker: "worker-1", sy_lease_until: job.expires * 1000 });
+
+    expect((await qless("pop", { args: [queue, "worker-1", 1] })).json).toEqual({ reply: {} }); // empty, as cjson encodes it
+  });
+
+  it("heartbeat, get and complete take the job's queue from the body; complete leaves the row complete", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    await qless("put", { args: ["c", queue, jid, "K", "[1]", 0] });
+    await qless("pop", { args: [queue, "w", 1] });
+
+    const heartbeat = await qless("heartbeat", { queue, args: [jid, "w", "[1]"] });
+    expect(heartbeat.status).toBe(200);
+    expect(Number.isInteger(heartbeat.json.reply)).toBe(true);
+    expect(heartbeat.json.reply).toBe(Math.floor(Number(sqlRow(jid)?.sy_lease_until) / 1000));
+    expect((await qless("get", { queue, args: [jid] })).json.reply).toMatchObject({ jid, state: "running", worker: "w" });
+    expect((await qless("length", { args: [queue] })).json).toEqual({ reply: 1 });
+
+    const complete = await qless("complete", { args: [jid, "w", queue, "[1]"] });
+    expect(complete.json).toEqual({ reply: "complete" });
+    expect(sqlRow(jid)?.status).toBe("complete");
+    expect((await qless("get", { queue, args: [jid] })).json.reply).toMatchObject({ jid, state: "complete", queue: "" });
+  });
+
+  it("fail with the queue in the body fails the job for good with its group and message", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    await qless("put", { args: ["c", queue, jid, "K", "{}", 0] });
+    await qless("pop", { args: [queue, "w", 1] });
+    expect((await qless("fail", { queue, args: [jid, "w", "K:Boom", "boom\ntrace"] })).json).toEqual({ reply: jid });
+    expect(sqlRow(jid)).toMatchObject({ status: "error", details: "boom\ntrace", sy_error_group: "K:Boom" });
+    expect((await qless("get", { queue, args: [jid] })).json.reply).toMatchObject({
+      state: "failed",
+      failure: { group: "K:Boom", message: "boom\ntrace" },
+    });
+  });
+
+  it("a put with a bad argument answers qless's error and writes no row", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    const res = await qless("put", { args: ["c", queue, jid, "K", "{}", "soon"] });
+    expect(res.status).toBe(400);
+    expect(res.json.error).toEqual({ code: "QLESS_ERROR", message: 'Put(): Arg "delay" not a number: soon' });
+    expect(sqlRow(jid)).toBeUndefined();
+  });
+
+  it("a command outside the translated subset answers 501 UNSUPPORTED naming the queue and its backend", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    await qless("put", { args: ["c", queue, jid, "K", "{}", 0] });
+    const priority = await qless("priority", { queue, args: [jid, 9] });
+    expect(priority.status).toBe(501);
+    expect(priority.json.error).toEqual({
+      code: "UNSUPPORTED",
+      message: `qless command priority needs a qless-redis backend; queue ${queue} is on workerqueue-sql:sqlite`,
+    });
+    expect((await qless("jobs", { args: ["running", queue] })).status).toBe(501);
+    expect(sqlRow(jid)).toMatchObject({ status: "pending", sy_priority: 0 });
+  });
+});
+
+describe("qless door with no qless-redis backend", () => {
+  it("a jid-only command without a queue answers 400 asking for one", async () => {
+    const sqlOnly = await createGateway({
+      config: { backends: { main: { type: "workerqueue-sql", url: `sqlite:${join(dir, "only.sqlite")}` } } },
+      registry,
+      env: {},
+    });
+    try {
+      const res = await send(sqlOnly, "POST", "/qless/get", { args: ["some-jid"] });
+      expect(res.status).toBe(400);
+      expect(res.json.error.message).toMatch(/no qless-redis backend is configured: send "queue" in the body/);
+    } finally {
+      await sqlOnly.close();
+    }
+  });
+});
