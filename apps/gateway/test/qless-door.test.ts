@@ -124,7 +124,10 @@ describe("qless door on a qless-redis backend runs the command verbatim on the q
     expect(peek.json.reply.map((job: { jid: string }) => job.jid)).toEqual([a, b]);
     expect(peek.json.reply[0]).toMatchObject({ state: "waiting", data: '{"n":1}', tags: {}, history: [{ what: "put", q: queue }] });
 
-    const get = await qless("get", { args: [a] }); // a jid-only command: the one qless-redis backend runs it
+    // A jid-only command: the one qless-redis backend runs it. curl -d sends a form content type with JSON.
+    const get = await send(gateway, "POST", "/qless/get", JSON.stringify({ args: [a] }), {
+      "content-type": "application/x-www-form-urlencoded",
+    });
     expect(get.json.reply).toMatchObject({ jid: a, klass: "K", queue, state: "waiting", retries: 5, remaining: 5, failure: {} });
     expect((await qless("get", { args: [unique("missing")] })).json).toEqual({ reply: null });
 
@@ -189,6 +192,20 @@ describe("qless door on a qless-redis backend runs the command verbatim on the q
     expect(mixed.status).toBe(400);
     expect(mixed.json.error.message).toMatch(/different backends/);
   });
+  it("complete with next moves the job on only when the next queue lives on the same backend", async () => {
+    const [queue, next] = [unique("q"), unique("q")];
+    const jid = unique("jid");
+    await qless("put", { args: ["c", queue, jid, "K", "{}", 0] });
+    await qless("pop", { args: [queue, "w", 1] });
+    const elsewhere = await qless("complete", { args: [jid, "w", queue, "{}", "next", unique("sql")] });
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.json.error.message).toMatch(/different backends/);
+    expect(await redis.hget(`ql:j:${jid}`, "state")).toBe("running");
+
+    const moved = await qless("complete", { args: [jid, "w", queue, "{}", "next", next] });
+    expect(moved.json).toEqual({ reply: "waiting" });
+    expect(await redis.hmget(`ql:j:${jid}`, "state", "queue")).toEqual(["waiting", next]);
+  });
 });
 
 describe("qless door on a workerqueue-sql backend translates the core subset", () => {
@@ -238,6 +255,8 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
     expect(Number.isInteger(heartbeat.json.reply)).toBe(true);
     expect(heartbeat.json.reply).toBe(Math.floor(Number(sqlRow(jid)?.sy_lease_until) / 1000));
     expect((await qless("get", { queue, args: [jid] })).json.reply).toMatchObject({ jid, state: "running", worker: "w" });
+    const multiget = await qless("multiget", { queue, args: [jid, unique("missing")] });
+    expect(multiget.json.reply.map((job: { jid: string }) => job.jid)).toEqual([jid]); // missing jids left out, as qless does
     expect((await qless("length", { args: [queue] })).json).toEqual({ reply: 1 });
 
     const complete = await qless("complete", { args: [jid, "w", queue, "[1]"] });

@@ -176,6 +176,11 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
     return job ? qlessJob(job) : null;
   },
+  async multiget(backend, queue, args) {
+    // Missing jids are left out, as qless does.
+    const jobs = await Promise.all(args.map((jid) => backend.get(queue, String(jid))));
+    return jobList(jobs.filter((job): job is Job => job !== null));
+  },
   async cancel(backend, queue, args) {
     const jids = args.map(String);
     for (const jid of jids) {

@@ -56,6 +56,11 @@ function queuesNamed(command: string, args: QlessArgs): string[] {
   if (QUEUE_LIST_COMMANDS.has(command)) return args.flatMap(named);
   // `jobs complete [offset count]` is global; `jobs <state> <queue> ...` names the queue.
   if (command === "jobs") return args[0] === "complete" ? [] : named(args[1]);
+  // `complete ... next <queue>` moves the job on: the next queue must live on the same backend.
+  if (command === "complete") {
+    const next = args.findIndex((arg, i) => i >= 4 && i % 2 === 0 && arg === "next");
+    return [...named(args[2]), ...(next >= 0 ? named(args[next + 1]) : [])];
+  }
   return Object.hasOwn(QUEUE_ARG, command) ? named(args[QUEUE_ARG[command]!]) : [];
 }
 
