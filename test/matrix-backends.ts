@@ -183,7 +183,8 @@ function glideStore(db: number): StoreUnderTest {
   };
 }
 
-function cloudqStore(): StoreUnderTest {
+/** `completion: "mark-deleted"` keeps completed jobs (state `deleted`); the default `remove` deletes them. */
+function cloudqStore(layout: { completion?: "remove" | "mark-deleted" }): StoreUnderTest {
   const url = serviceUrl("mongo");
   const database = `cloudq_matrix_${randomSuffix()}`;
   const client = new MongoClient(url);
@@ -191,7 +192,7 @@ function cloudqStore(): StoreUnderTest {
   // Legacy servers address a job by `_id`; ids chosen by a caller or imported live in `switchyard.id`.
   const filter = (queue: string, id: string) =>
     /^[0-9a-f]{24}$/.test(id) ? { queue, _id: new ObjectId(id) } : { queue, "switchyard.id": id };
-  const spec: BackendSpecInput = { type: "cloudq-mongo", url, options: { database } };
+  const spec: BackendSpecInput = { type: "cloudq-mongo", url, options: { database, ...layout } };
   return {
     name: "cloudq",
     spec,
@@ -205,9 +206,10 @@ function cloudqStore(): StoreUnderTest {
       waiting: ["queued"],
       delayed: ["queued"],
       active: ["reserved"],
-      completed: [null],
+      completed: layout.completion === "mark-deleted" ? ["deleted"] : [null],
       failed: ["failed"],
       canceled: ["canceled"],
+      blocked: ["blocked"],
     },
     openBackend: () => openWithRegistry(spec),
     async dispose() {
@@ -217,10 +219,13 @@ function cloudqStore(): StoreUnderTest {
   };
 }
 
-/** Opens one store; Redis-based stores take the logical database the calling suite owns. */
-export function openStore(name: StoreName, redisDb = 7): StoreUnderTest {
+/**
+ * Opens one store; Redis-based stores take the logical database the calling suite owns, Cloudq its
+ * layout options.
+ */
+export function openStore(name: StoreName, redisDb = 7, cloudqLayout: { completion?: "remove" | "mark-deleted" } = {}): StoreUnderTest {
   if (name === "qless") return qlessStore(redisDb);
   if (name === "glidemq") return glideStore(redisDb);
-  if (name === "cloudq") return cloudqStore();
+  if (name === "cloudq") return cloudqStore(cloudqLayout);
   return sqlStore(name);
 }

@@ -72,3 +72,21 @@ describe("migration qless -> glidemq (glide-mq jobs have no tags)", () => {
     expect(outcome).toBeInstanceOf(UnsupportedError);
   });
 });
+
+describe("migration glidemq -> cloudq in the default `remove` layout (Cloudq keeps no completed jobs)", () => {
+  const { stores, backends, queue: newQueue } = usePair("glidemq", "cloudq");
+
+  it("completed jobs are counted as imported but not written, and the report lists them as missing", async () => {
+    const queue = newQueue();
+    const { from, to } = backends;
+    expect(to.capabilities.keepsCompleted).toBe(false);
+    const done = await from.enqueue(queue, { name: "done" });
+    await from.reserve(queue, { worker: "w" });
+    await from.complete(queue, done.job.id, { worker: "w" });
+    const open = await from.enqueue(queue, { name: "open" });
+    const report = await migrateQueue({ from, to, queue });
+    expect(report).toMatchObject({ read: 2, imported: 2, skipped: 0, missing: [done.job.id] });
+    expect(await stores.to.nativeState(queue, open.job.id)).toBe("queued");
+    expect(await stores.to.countJobs(queue)).toBe(1);
+  });
+});

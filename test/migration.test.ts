@@ -6,20 +6,24 @@ import { expectSameJobs, exportAll, seedEveryState } from "./migration-support.j
 
 /**
  * migrateQueue between different systems, verified through the target adapter and by probing the
- * target's native store. qless and glide-mq share Redis database 9 (their keys never overlap).
+ * target's native store. qless and glide-mq share Redis database 9 (their keys never overlap). A
+ * Cloudq target keeps completed jobs (`mark-deleted`); the default `remove` layout is in
+ * migration-capabilities.test.ts.
  */
 const PAIRS: Array<[StoreName, StoreName]> = [
   ["qless", "postgres"],
   ["sqlite", "qless"],
   ["glidemq", "mysql"],
   ["qless", "glidemq"],
+  ["cloudq", "glidemq"],
+  ["glidemq", "cloudq"],
 ];
 const REDIS_DB = 9;
 
 for (const [fromName, toName] of PAIRS) {
   describe(`migration ${fromName} -> ${toName}`, () => {
     const fromStore: StoreUnderTest = openStore(fromName, REDIS_DB);
-    const toStore: StoreUnderTest = openStore(toName, REDIS_DB);
+    const toStore: StoreUnderTest = openStore(toName, REDIS_DB, { completion: "mark-deleted" });
     let from: Backend;
     let to: Backend;
 

@@ -1,3 +1,4 @@
+import { type CloudqBackendOptions, createCloudqBackend } from "@switchyard/cloudq-mongo";
 import type { Backend } from "@switchyard/core";
 import { type GlideMqBackendOptions, type GlideMqConnection, createGlideMqBackend } from "@switchyard/glidemq-valkey";
 import { createQlessBackend } from "@switchyard/qless-redis";
@@ -16,6 +17,7 @@ export type BackendRegistry = Partial<Record<BackendType, BackendFactory>>;
 export const defaultRegistry: BackendRegistry = {
   "workerqueue-sql": ({ url, options }) => createWorkerQueueBackend({ url, ...options }),
   "qless-redis": ({ url, options }) => createQlessBackend({ url, ...options }),
+  "cloudq-mongo": ({ url, options }) => createCloudqBackend({ ...options, url } as CloudqBackendOptions),
   "glidemq-valkey": ({ url, options: { cluster, ...options } }) =>
     createGlideMqBackend(glideConnection(url, cluster === true), options as GlideMqBackendOptions),
 };
