@@ -24,7 +24,7 @@ export function capabilitiesFor(layout: Pick<ResolvedLayout, "completion">): Cap
   return {
     delays: true,
     priorities: true,
-    dependencies: false,
+    dependencies: true,
     tags: true,
     progress: true,
     uniqueKeys: true,

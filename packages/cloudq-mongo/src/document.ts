@@ -13,6 +13,8 @@ export const NATIVE = {
   failed: "failed",
   /** Withdrawn by cancel(); likewise invisible to legacy reserves. */
   canceled: "canceled",
+  /** Waiting for the jobs in `switchyard.dependsOn` to complete; invisible to legacy reserves. */
+  blocked: "blocked",
 } as const;
 
 /**
@@ -43,6 +45,7 @@ export interface SwitchyardFields {
   startedAt?: number;
   finishedAt?: number;
   tags?: string[];
+  /** The jobs of the same queue this one waits for (state `blocked` until they complete). */
   dependsOn?: string[];
   /** `data` was not an array, so `args` holds `[data]` for Cloudq workers. */
   wrapped?: true;
@@ -121,6 +124,8 @@ export function coreStateOf(document: CloudqDocument, stateField: StateField, no
       return "completed";
     case NATIVE.failed:
       return "failed";
+    case NATIVE.blocked:
+      return "blocked";
     default:
       // `canceled`, or a value no Mongo-era server writes: never handed out, so not runnable.
       return "canceled";

@@ -4,12 +4,12 @@ import {
   type EnqueueResult,
   type Job,
   type NormalizedEnqueueInput,
-  UnsupportedError,
   normalizeEnqueueInput,
   runAtOf,
 } from "@switchyard/core";
 import { DEFAULT_MAX_ATTEMPTS } from "@switchyard/core";
 import { ObjectId } from "mongodb";
+import { UNFINISHED, releaseIfReady, unfinishedParents } from "./dependencies.js";
 import {
   type CloudqDocument,
   NATIVE,
@@ -68,16 +68,13 @@ function sourceOfInput(input: NormalizedEnqueueInput, now: number): DocumentSour
       backoff: input.backoff ?? undefined,
       tags: input.tags.length > 0 ? input.tags : undefined,
       uniqueKey: input.uniqueKey,
+      dependsOn: input.dependsOn.length > 0 ? input.dependsOn : undefined,
     },
   };
 }
 
 export function normalizeForCloudq(input: EnqueueInput): NormalizedEnqueueInput {
-  const normalized = normalizeEnqueueInput(input);
-  if (normalized.dependsOn.length > 0) {
-    throw new UnsupportedError("cloudq-mongo: job dependencies are not supported (the Cloudq layout has no blocked state)");
-  }
-  return normalized;
+  return normalizeEnqueueInput(input);
 }
 
 export type InsertOutcome = { created: true; document: CloudqDocument } | { created: false; document: CloudqDocument };
@@ -141,14 +138,13 @@ function withExtras(document: Omit<CloudqDocument, "_id">, extras: SwitchyardFie
 }
 
 function isUnfinished(store: Store, document: CloudqDocument): boolean {
-  const state = document[store.layout.stateField];
-  return state === NATIVE.queued || state === NATIVE.reserved;
+  return (UNFINISHED as unknown[]).includes(document[store.layout.stateField]);
 }
 
 async function releaseUniqueSlot(store: Store, holder: CloudqDocument): Promise<void> {
   const { stateField } = store.layout;
   await store.jobs.updateOne(
-    { _id: holder._id, "switchyard.uniqueSlot": holder.switchyard?.uniqueSlot, [stateField]: { $nin: [NATIVE.queued, NATIVE.reserved] } },
+    { _id: holder._id, "switchyard.uniqueSlot": holder.switchyard?.uniqueSlot, [stateField]: { $nin: UNFINISHED } },
     { $unset: { "switchyard.uniqueSlot": "" } },
   );
 }
@@ -157,6 +153,8 @@ export async function enqueueOne(store: Store, queue: string, input: NormalizedE
   const now = Date.now();
   const source = sourceOfInput(input, now);
   if (input.uniqueKey !== undefined) source.extras.uniqueSlot = uniqueSlot(queue, input.uniqueKey);
+  const blocked = input.dependsOn.length > 0 && (await unfinishedParents(store, queue, input.dependsOn)).length > 0;
+  if (blocked) source.nativeState = NATIVE.blocked;
   const document = buildDocument(store, queue, source);
   const outcome = await insertDocument(store, {
     queue,
@@ -164,12 +162,17 @@ export async function enqueueOne(store: Store, queue: string, input: NormalizedE
     ...(input.id !== undefined ? { id: input.id } : {}),
     onUniqueConflict: "return-holder",
   });
-  return { job: documentToJob(outcome.document, store.layout.stateField, now), created: outcome.created };
+  let stored = outcome.document;
+  // A parent may have completed between the check and the insert, with nobody left to release us.
+  if (outcome.created && blocked && (await releaseIfReady(store, queue, { _id: stored._id, parents: input.dependsOn }))) {
+    stored = (await store.jobs.findOne({ _id: stored._id })) ?? stored;
+  }
+  return { job: documentToJob(stored, store.layout.stateField, now), created: outcome.created };
 }
 
 /** All inputs are validated before anything is written; plain jobs go in one insertMany. */
 export async function enqueueMany(store: Store, queue: string, inputs: NormalizedEnqueueInput[]): Promise<EnqueueResult[]> {
-  if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined)) {
+  if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined || input.dependsOn.length > 0)) {
     const results: EnqueueResult[] = [];
     for (const input of inputs) results.push(await enqueueOne(store, queue, input));
     return results;

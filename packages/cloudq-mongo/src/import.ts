@@ -1,4 +1,4 @@
-import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, UnsupportedError, parseOrThrow } from "@switchyard/core";
+import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, parseOrThrow } from "@switchyard/core";
 import { z } from "zod";
 import { type SwitchyardFields, priorityFields } from "./document.js";
 import { buildDocument, insertDocument } from "./enqueue.js";
@@ -13,10 +13,6 @@ import type { Store } from "./store.js";
  */
 export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
   const checked = parseOrThrow(z.array(JobSchema), jobs, "jobs");
-  const blocked = checked.filter((job) => job.state === "blocked").map((job) => job.id);
-  if (blocked.length > 0) {
-    throw new UnsupportedError("cloudq-mongo: blocked jobs cannot be imported (no dependencies in the Cloudq layout)", { ids: blocked });
-  }
   let imported = 0;
   const skipped: string[] = [];
   for (const job of checked) {
@@ -40,7 +36,7 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
 }
 
 function extrasOf(queue: string, job: Job): SwitchyardFields {
-  const unfinished = job.state === "waiting" || job.state === "delayed" || job.state === "active";
+  const unfinished = job.state === "waiting" || job.state === "delayed" || job.state === "active" || job.state === "blocked";
   return {
     ...priorityFields(job.priority),
     runAt: job.state === "delayed" && job.runAt !== null ? job.runAt : undefined,

@@ -34,7 +34,7 @@ export function reserveSort(stateField: StateField): Record<string, 1 | -1> {
   return { [stateField]: -1, "switchyard.boost": -1, "switchyard.demote": 1, inserted_at: 1, _id: 1 };
 }
 
-/** The filter selecting the jobs of one core state; null for a state this layout cannot hold. */
+/** The filter selecting the jobs of one core state. */
 export function stateFilter(queue: string, stateField: StateField, state: JobState, now: number): Filter | null {
   switch (state) {
     case "waiting":
@@ -50,7 +50,7 @@ export function stateFilter(queue: string, stateField: StateField, state: JobSta
     case "canceled":
       return { queue, [stateField]: NATIVE.canceled };
     case "blocked":
-      return null;
+      return { queue, [stateField]: NATIVE.blocked };
   }
 }
 
@@ -60,8 +60,9 @@ export function nativeStateFor(state: JobState): string {
     case "waiting":
     case "delayed":
     case "active":
-    case "blocked":
       return NATIVE.queued;
+    case "blocked":
+      return NATIVE.blocked;
     case "completed":
       return NATIVE.deleted;
     case "failed":

@@ -12,6 +12,7 @@ import {
   backoffDelay,
 } from "@switchyard/core";
 import { DEFAULT_MAX_ATTEMPTS } from "@switchyard/core";
+import { UNFINISHED, releaseDependents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
 import { jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
@@ -109,6 +110,7 @@ export async function complete(store: Store, queue: string, id: string, options:
   }
   if (!document) throw await refusal(store, queue, id, options.worker, "complete", "invalid");
   const job = documentToJob(document, stateField, now);
+  await releaseDependents(store, queue, job.id);
   return { ...job, state: "completed", lease: null, runAt: null, finishedAt: now, result: options.result ?? job.result };
 }
 
@@ -152,12 +154,12 @@ export async function fail(store: Store, queue: string, id: string, options: Fai
   throw await refusal(store, queue, id, options.worker, "fail", "invalid");
 }
 
-/** Withdraws a queued or reserved job; its worker's later complete() is refused. */
+/** Withdraws a queued, blocked or reserved job; its worker's later complete() is refused. */
 export async function cancel(store: Store, queue: string, id: string): Promise<void> {
   const { stateField } = store.layout;
   const now = Date.now();
   const result = await store.jobs.updateOne(
-    { ...jobFilter(queue, id), [stateField]: { $in: [NATIVE.queued, NATIVE.reserved] } },
+    { ...jobFilter(queue, id), [stateField]: { $in: UNFINISHED } },
     update({ $set: { [stateField]: NATIVE.canceled, updated_at: new Date(now), "switchyard.finishedAt": now }, $unset: FINISHED_UNSET }),
   );
   if (result.matchedCount > 0) return;

@@ -43,6 +43,7 @@ export function cloudqProbe(client: () => MongoClient, database: string, stateFi
       completed: completion === "remove" ? [null] : ["deleted"],
       failed: ["failed"],
       canceled: ["canceled"],
+      blocked: ["blocked"],
     },
   };
 }

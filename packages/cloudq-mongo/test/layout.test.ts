@@ -90,6 +90,17 @@ describe("cloudq-mongo: the document layout node-cloudq 0.2 writes", () => {
     expect((await jobs().find({ queue: q }).toArray()).map((d) => d.queue_state).sort()).toEqual(["canceled", "failed"]);
   });
 
+  it("a blocked job holds the state 'blocked', which the legacy query skips, until its parent completes", async () => {
+    const q = queue();
+    const { job: parent } = await backend.enqueue(q, { name: "first" });
+    const { job: child } = await backend.enqueue(q, { name: "then", dependsOn: [parent.id] });
+    expect(await jobs().findOne(rawFilter(q, child.id))).toMatchObject({ queue_state: "blocked", switchyard: { dependsOn: [parent.id] } });
+    expect((await jobs().findOne({ queue: q, queue_state: "queued" }))?._id.toHexString()).toBe(parent.id);
+    await backend.reserve(q, { worker: "w" });
+    await backend.complete(q, parent.id, { worker: "w" });
+    expect((await jobs().findOne(rawFilter(q, child.id)))?.queue_state).toBe("queued");
+  });
+
   it("a legacy document without the sub-document sorts as priority 0, between positive and negative priorities", async () => {
     const q = queue();
     const low = await backend.enqueue(q, { name: "low", priority: -5 });

@@ -1,0 +1,48 @@
+import type { ObjectId } from "mongodb";
+import { NATIVE } from "./document.js";
+import { jobFilter } from "./ids.js";
+import { type Store, update } from "./store.js";
+
+/** The states of a job that has not finished; a dependent waits while any of its parents is in one. */
+export const UNFINISHED = [NATIVE.queued, NATIVE.reserved, NATIVE.blocked];
+
+/**
+ * Which of `parents` (job ids of the same queue) have not completed yet. A parent that is gone
+ * counts as completed, since `remove` mode deletes completed jobs; a failed or canceled parent
+ * keeps its dependents blocked, as qless does, until it is retried and completes.
+ */
+export async function unfinishedParents(store: Store, queue: string, parents: string[]): Promise<string[]> {
+  const { stateField } = store.layout;
+  const pending: string[] = [];
+  for (const parent of new Set(parents)) {
+    const document = await store.jobs.findOne({ ...jobFilter(queue, parent) }, { projection: { [stateField]: 1 } });
+    const state = document?.[stateField];
+    if (document && state !== NATIVE.deleted) pending.push(parent);
+  }
+  return pending;
+}
+
+/**
+ * Moves a blocked job to `queued` once none of its parents is pending. The write is conditional
+ * on the job still being blocked, so two completions racing to release it release it once.
+ */
+export async function releaseIfReady(store: Store, queue: string, child: { _id: ObjectId; parents: string[] }): Promise<boolean> {
+  if ((await unfinishedParents(store, queue, child.parents)).length > 0) return false;
+  const { stateField } = store.layout;
+  const result = await store.jobs.updateOne(
+    { _id: child._id, [stateField]: NATIVE.blocked },
+    update({ $set: { [stateField]: NATIVE.queued, updated_at: new Date() } }),
+  );
+  return result.modifiedCount > 0;
+}
+
+/** After `id` completed: releases each job of the queue that was blocked on it and on nothing else pending. */
+export async function releaseDependents(store: Store, queue: string, id: string): Promise<void> {
+  const { stateField } = store.layout;
+  const dependents = await store.jobs
+    .find({ queue, [stateField]: NATIVE.blocked, "switchyard.dependsOn": id }, { projection: { _id: 1, "switchyard.dependsOn": 1 } })
+    .toArray();
+  for (const dependent of dependents) {
+    await releaseIfReady(store, queue, { _id: dependent._id, parents: dependent.switchyard?.dependsOn ?? [] });
+  }
+}
