@@ -143,7 +143,7 @@ describe("qless door on a qless-redis backend runs the command verbatim on the q
       stalled: 0,
       recurring: 0,
     });
-    const all = await qless("queues", { args: [] });
+    const all = await qless("queues"); // no body: no args, the server's clock
     expect(all.json.reply).toEqual(expect.arrayContaining([expect.objectContaining({ name: queue, waiting: 2 })]));
 
     await qless("pop", { now: t + 3, args: [queue, "w", 1] });
@@ -160,6 +160,9 @@ describe("qless door on a qless-redis backend runs the command verbatim on the q
     const res = await qless("put", { args: ["c", queue, jid, "K", "{}", "soon"] });
     expect(res.status).toBe(400);
     expect(res.json).toEqual({ error: { code: "QLESS_ERROR", message: 'Put(): Arg "delay" not a number: soon' } });
+    const badNow = await qless("put", { now: "later", args: ["c", queue, jid, "K", "{}", 0] });
+    expect(badNow.status).toBe(400);
+    expect(badNow.json.error).toEqual({ code: "QLESS_ERROR", message: 'Arg "now" missing or not a number: nil' });
     expect(await redis.exists(`ql:j:${jid}`)).toBe(0);
     expect(await redis.zscore("ql:queues", queue)).toBeNull();
   });
@@ -276,6 +279,28 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
       state: "failed",
       failure: { group: "K:Boom", message: "boom\ntrace" },
     });
+  });
+
+  it("put's delay, priority and retries become the row's run time, priority and attempt budget", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    const before = Date.now();
+    await qless("put", { args: ["c", queue, jid, "K", "{}", 30, "priority", 7, "retries", 0] });
+    const row = sqlRow(jid);
+    expect(row).toMatchObject({ status: "pending", locked_queue_id: "sy:delayed", sy_priority: 7, sy_max_attempts: 1 });
+    expect(Number(row?.sy_run_at)).toBeGreaterThanOrEqual(before + 30_000);
+    expect((await qless("get", { queue, args: [jid] })).json.reply).toMatchObject({ state: "scheduled", priority: 7, retries: 0 });
+    expect((await qless("queues", { args: [queue] })).json.reply).toEqual({
+      name: queue,
+      paused: false,
+      waiting: 0,
+      running: 0,
+      scheduled: 1,
+      depends: 0,
+      stalled: 0,
+      recurring: 0,
+    });
+    expect((await qless("pop", { args: [queue, "w", 1] })).json).toEqual({ reply: {} }); // not due yet
   });
 
   it("a put with a bad argument answers qless's error and writes no row", async () => {

@@ -22,7 +22,6 @@ const QUEUE_ARG: Record<string, number> = {
   put: 1,
   requeue: 1,
   retry: 1,
-  complete: 2,
   pop: 0,
   peek: 0,
   length: 0,
