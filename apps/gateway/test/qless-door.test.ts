@@ -303,6 +303,25 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
     expect((await qless("pop", { args: [queue, "w", 1] })).json).toEqual({ reply: {} }); // not due yet
   });
 
+  it("remaining counts down as qless's does: not on pop, once per run that ends in a retry", async () => {
+    const queue = unique("sql");
+    const jid = unique("jid");
+    await qless("put", { args: ["c", queue, jid, "K", "{}", 0, "retries", 3] });
+    const remaining = async () => (await qless("get", { queue, args: [jid] })).json.reply.remaining;
+    expect(await remaining()).toBe(3);
+    await qless("pop", { args: [queue, "w", 1] });
+    expect(await remaining()).toBe(3);
+    const retried = await send(gateway, "POST", `/v1/queues/${queue}/jobs/${jid}/fail`, {
+      worker: "w",
+      error: { message: "x" },
+      retry: true,
+    });
+    expect(retried.json.job).toMatchObject({ state: "waiting", attempts: 1 });
+    expect(await remaining()).toBe(2);
+    await qless("pop", { args: [queue, "w", 1] });
+    expect(await remaining()).toBe(2);
+  });
+
   it("a put with a bad argument answers qless's error and writes no row", async () => {
     const queue = unique("sql");
     const jid = unique("jid");

@@ -93,6 +93,16 @@ export function putInput(args: QlessArgs): EnqueueInput {
   return input;
 }
 
+/**
+ * qless spends a retry when a run ends in a retry or a lock expiry, not when a job is popped; core
+ * counts runs. So a job waiting for another run has spent one per run so far, while a running or
+ * finished job has not spent its current (last) run.
+ */
+function remainingRetries(job: Job): number {
+  const pending = job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
+  return Math.max(0, job.maxAttempts - job.attempts - (pending ? 1 : 0));
+}
+
 /** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
 export function qlessJob(job: Job): Record<string, unknown> {
   const worker = job.lease?.worker ?? "";
@@ -116,8 +126,7 @@ export function qlessJob(job: Job): Record<string, unknown> {
     priority: job.priority,
     expires: job.lease ? job.lease.expiresAt / 1000 : 0,
     retries: job.maxAttempts - 1,
-    // qless spends one retry per retry or lock expiry, not per pop: the run in progress is not spent.
-    remaining: job.maxAttempts - Math.max(job.attempts, 1),
+    remaining: remainingRetries(job),
     data: JSON.stringify(job.data),
     tags: luaList(job.tags),
     history,
