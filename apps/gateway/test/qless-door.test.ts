@@ -149,6 +149,10 @@ describe("qless door on a qless-redis backend runs the command verbatim on the q
     await qless("pop", { now: t + 3, args: [queue, "w", 1] });
     expect((await qless("jobs", { now: t + 4, args: ["running", queue] })).json).toEqual({ reply: [a] }); // multi-bulk stays a list
 
+    const config = await qless("config.get");
+    expect(config.json.reply).toMatchObject({ heartbeat: 60, "grace-period": 10 }); // JSON only without a key
+    expect((await qless("config.get", { args: ["heartbeat"] })).json).toEqual({ reply: 60 });
+
     const stats = await qless("stats", { args: [queue, t] });
     expect(stats.json.reply).toMatchObject({ retries: 0, failed: 0, failures: 0, wait: { count: 1 }, run: { count: 0 } });
     expect(stats.json.reply.wait.histogram).toHaveLength(148);
@@ -346,8 +350,34 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
   });
 });
 
-describe("qless door with no qless-redis backend", () => {
-  it("a jid-only command without a queue answers 400 asking for one", async () => {
+describe("qless door picks the backend of a jid-only command", () => {
+  it("with two qless-redis backends, a jid-only command needs a queue and then runs on that queue's backend", async () => {
+    const twoQless = await createGateway({
+      config: {
+        backends: { ql1: { type: "qless-redis", url: redisUrl }, ql2: { type: "qless-redis", url: redisUrl } },
+        routes: [
+          { pattern: "one-*", backend: "ql1" },
+          { pattern: "*", backend: "ql2" },
+        ],
+      },
+      registry,
+      env: {},
+    });
+    try {
+      const jid = unique("jid");
+      const queue = unique("one");
+      await send(twoQless, "POST", "/qless/put", { args: ["c", queue, jid, "K", "{}", 0] });
+      const ambiguous = await send(twoQless, "POST", "/qless/get", { args: [jid] });
+      expect(ambiguous.status).toBe(400);
+      expect(ambiguous.json.error.message).toMatch(/2 qless-redis backends are configured \(ql1, ql2\)/);
+      const get = await send(twoQless, "POST", "/qless/get", { queue, args: [jid] });
+      expect(get.json.reply).toMatchObject({ jid, queue, state: "waiting" });
+    } finally {
+      await twoQless.close();
+    }
+  });
+
+  it("with no qless-redis backend, a jid-only command without a queue answers 400 asking for one", async () => {
     const sqlOnly = await createGateway({
       config: { backends: { main: { type: "workerqueue-sql", url: `sqlite:${join(dir, "only.sqlite")}` } } },
       registry,
