@@ -222,6 +222,11 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
     const put = await qless("put", { args: ["c", queue, jid, "my.Klass", '{"to":"a@b.c"}', 0, "priority", 0, "tags", "[]", "retries", 2] });
     expect(put.json).toEqual({ reply: jid });
     expect(sqlRow(jid)).toMatchObject({ name: "my.Klass", status: "pending", sy_queue: queue, sy_max_attempts: 3 });
+    // qless would re-put the job; the SQL store keeps the first one and says so.
+    const again = await qless("put", { args: ["c", queue, jid, "Other", "{}", 0] });
+    expect(again.status).toBe(409);
+    expect(again.json.error.code).toBe("CONFLICT");
+    expect(sqlRow(jid)).toMatchObject({ name: "my.Klass" });
 
     const before = Date.now();
     const pop = await qless("pop", { args: [queue, "worker-1", 5] });
