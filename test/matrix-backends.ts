@@ -36,6 +36,12 @@ export interface StoreUnderTest {
    * history, which qless writes in whole seconds (documented in the qless-redis README).
    */
   createdAtResolutionMs: number;
+  /**
+   * What the adapter's import loses today (known gaps reported to the lead; each has an `it.fails`
+   * test in migration-capabilities.test.ts that turns red once it is fixed). `uniqueKeyDedup`: the
+   * key is kept on the job but a producer's retry with it creates a second job.
+   */
+  importDrops: Array<"uniqueKey" | "uniqueKeyDedup" | "tags">;
   /** The native strings each core state is stored as (null: the record is removed). */
   nativeStates: Partial<Record<JobState, Array<string | null>>>;
   /** An adapter on this store, built by the gateway's own registry and made ready. */
@@ -83,6 +89,7 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
       return Number(row?.n ?? 0);
     },
     createdAtResolutionMs: 1,
+    importDrops: [],
     nativeStates: {
       waiting: ["pending"],
       delayed: ["pending"],
@@ -134,6 +141,7 @@ function qlessStore(db: number): StoreUnderTest {
       return count;
     },
     createdAtResolutionMs: 1000,
+    importDrops: ["uniqueKeyDedup"],
     nativeStates: {
       waiting: ["waiting"],
       delayed: ["scheduled"],
@@ -168,6 +176,7 @@ function glideStore(db: number): StoreUnderTest {
       return count;
     },
     createdAtResolutionMs: 1,
+    importDrops: ["uniqueKey", "uniqueKeyDedup", "tags"],
     nativeStates: {
       waiting: ["waiting", "prioritized"],
       delayed: ["delayed"],
@@ -202,6 +211,7 @@ function cloudqStore(layout: { completion?: "remove" | "mark-deleted" }): StoreU
     },
     countJobs: (queue) => jobs().countDocuments({ queue }),
     createdAtResolutionMs: 1,
+    importDrops: [],
     nativeStates: {
       waiting: ["queued"],
       delayed: ["queued"],

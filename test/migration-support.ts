@@ -40,12 +40,19 @@ export async function seedEveryState(backend: Backend, queue: string): Promise<J
     await backend.complete(queue, finishes.id, { worker: "old-worker", result: { rows: 3 } });
   }
 
-  await backend.enqueue(queue, { name: "retries", data: { step: "retry" }, maxAttempts: 5 });
+  await backend.enqueue(queue, {
+    name: "retries",
+    data: { step: "retry" },
+    maxAttempts: 5,
+    backoff: { type: "exponential", delay: 2_000 },
+  });
   const retries = await reserveOnly(backend, queue, "old-worker");
   // A long backoff: a retry that is already due is `delayed` on glide-mq (until promoted) but `waiting` elsewhere.
   await backend.fail(queue, retries.id, { worker: "old-worker", error: { message: "timeout" }, retryDelay: 3_600_000 });
 
-  await backend.enqueue(queue, { name: "waits", data: { nested: { list: [1, "two", null] } }, priority: 7 });
+  await backend.enqueue(queue, { name: "waits", data: { nested: { list: [1, "two", null] } }, priority: 7, uniqueKey: "invoice-7" });
+  const tags = backend.capabilities.tags ? ["billing", "eu"] : [];
+  await backend.enqueue(queue, { name: "waits-low", data: "ünïcode ✓", priority: -2, tags });
   await backend.enqueue(queue, { name: "waits-later", data: 42, delay: 3_600_000 });
   return exportAll(backend, queue);
 }
@@ -53,8 +60,8 @@ export async function seedEveryState(backend: Backend, queue: string): Promise<J
 /** A migrated job keeps everything but its lease: an active job arrives waiting. */
 export const arrivalState = (state: JobState): JobState => (state === "active" ? "waiting" : state);
 
-/** The fields a migration must carry; createdAt as finely as the target store keeps it. */
-const comparable = (job: Job, resolutionMs: number) => ({
+/** The fields a migration must carry; createdAt as finely as the target store keeps it, less its known gaps. */
+const comparable = (job: Job, resolutionMs = 1, drops: StoreUnderTest["importDrops"] = []) => ({
   id: job.id,
   name: job.name,
   data: job.data,
@@ -62,6 +69,9 @@ const comparable = (job: Job, resolutionMs: number) => ({
   maxAttempts: job.maxAttempts,
   priority: job.priority,
   createdAt: Math.floor(job.createdAt / resolutionMs) * resolutionMs,
+  backoff: job.backoff,
+  uniqueKey: drops.includes("uniqueKey") ? null : job.uniqueKey,
+  tags: drops.includes("tags") ? [] : job.tags,
   state: arrivalState(job.state),
 });
 
@@ -73,7 +83,8 @@ export async function expectSameJobs(source: Job[], target: Backend, targetStore
   const byId = (jobs: Job[]) => [...jobs].sort((a, b) => a.id.localeCompare(b.id));
   const arrived = await exportAll(target, queue);
   const resolution = targetStore.createdAtResolutionMs;
-  expect(byId(arrived).map((job) => comparable(job, 1))).toEqual(byId(source).map((job) => comparable(job, resolution)));
+  const expected = byId(source).map((job) => comparable(job, resolution, targetStore.importDrops));
+  expect(byId(arrived).map((job) => comparable(job))).toEqual(expected);
   for (const job of source) {
     const fetched = await target.get(queue, job.id);
     expect(fetched?.state).toBe(arrivalState(job.state));
@@ -83,4 +94,10 @@ export async function expectSameJobs(source: Job[], target: Backend, targetStore
     expect(targetStore.nativeStates[arrivalState(job.state)]).toContain(await targetStore.nativeState(queue, job.id));
   }
   expect(await targetStore.countJobs(queue)).toBe(source.length);
+  // The unique key still deduplicates on the target: a producer's retry gets the migrated job.
+  const keyed = source.find((job) => job.uniqueKey !== null && job.state === "waiting");
+  if (keyed && !targetStore.importDrops.includes("uniqueKeyDedup")) {
+    const retry = await target.enqueue(queue, { name: keyed.name, uniqueKey: keyed.uniqueKey! });
+    expect(retry).toMatchObject({ created: false, job: { id: keyed.id } });
+  }
 }
