@@ -33,13 +33,16 @@ function luaDir(): string {
 }
 
 const cache = new Map<ScriptName, LoadedScript>();
+/** Helpers prepended to every operation, in dependency order. */
+const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua"];
 
-/** The script text: lib.lua's helpers, then the operation. Run by EVALSHA; no server function names. */
+/** The script text: the lib/ helpers, then the operation. Run by EVALSHA; no server function names. */
 export function script(name: ScriptName): LoadedScript {
   let loaded = cache.get(name);
   if (!loaded) {
     const dir = luaDir();
-    const source = `${readFileSync(`${dir}lib.lua`, "utf8")}\n${readFileSync(`${dir}${name}.lua`, "utf8")}`;
+    const helpers = LIBRARY.map((file) => readFileSync(`${dir}lib/${file}`, "utf8"));
+    const source = `${helpers.join("\n")}\n${readFileSync(`${dir}${name}.lua`, "utf8")}`;
     loaded = { name, source, sha: createHash("sha1").update(source).digest("hex") };
     cache.set(name, loaded);
   }
