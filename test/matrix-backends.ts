@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { serviceUrl } from "@switchyard/conformance";
 import type { Backend, JobState } from "@switchyard/core";
 import { defaultRegistry } from "@switchyard/gateway";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import knexFactory, { type Knex } from "knex";
 import { MongoClient, ObjectId } from "mongodb";
 
@@ -14,7 +14,7 @@ import { MongoClient, ObjectId } from "mongodb";
  * gateway config, and probes that read the native store directly (a SQL select, a Redis HGET, a Mongo
  * findOne), never through the adapter.
  */
-export type StoreName = "sqlite" | "postgres" | "mysql" | "qless" | "glidemq" | "cloudq";
+export type StoreName = "sqlite" | "postgres" | "mysql" | "qless" | "glidemq" | "glidemq-cluster" | "cloudq";
 
 export const SQL_STORES: StoreName[] = ["sqlite", "postgres", "mysql"];
 
@@ -157,22 +157,33 @@ function qlessStore(db: number): StoreUnderTest {
   };
 }
 
-function glideStore(db: number): StoreUnderTest {
-  const url = redisUrl(db);
-  const redis = new Redis(url);
-  const jobKey = (queue: string, id: string) => `glide:{${queue}}:job:${id}`;
+/**
+ * glide-mq on standalone Redis (a logical database) or on the 3-primary cluster (`cluster: true`,
+ * database 0 only; random queue names keep suites apart). Every key of a queue shares the `{queue}`
+ * hash tag, so the probe reads a job hash on whichever primary holds the slot, and scans all of them.
+ */
+function glideStore(db: number | "cluster"): StoreUnderTest {
+  const seeds = db === "cluster" ? serviceUrl("redis-cluster") : undefined;
+  const url = seeds ? `redis://${seeds}` : redisUrl(db as number);
+  const options = seeds ? { cluster: true } : {};
+  const redis = seeds
+    ? new Cluster(seeds.split(",").map((node) => ({ host: node.split(":")[0]!, port: Number(node.split(":")[1]) })))
+    : new Redis(url);
+  const spec: BackendSpecInput = { type: "glidemq-valkey", url, options };
   return {
-    name: "glidemq",
-    spec: { type: "glidemq-valkey", url, options: {} },
-    nativeState: (queue, id) => redis.hget(jobKey(queue, id), "state"),
+    name: seeds ? "glidemq-cluster" : "glidemq",
+    spec,
+    nativeState: (queue, id) => redis.hget(`glide:{${queue}}:job:${id}`, "state"),
     async countJobs(queue) {
       let count = 0;
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", `glide:{${queue}}:job:*`, "COUNT", 1000);
-        cursor = next;
-        count += keys.length;
-      } while (cursor !== "0");
+      for (const node of redis instanceof Cluster ? redis.nodes("master") : [redis]) {
+        let cursor = "0";
+        do {
+          const [next, keys] = await node.scan(cursor, "MATCH", `glide:{${queue}}:job:*`, "COUNT", 1000);
+          cursor = next;
+          count += keys.length;
+        } while (cursor !== "0");
+      }
       return count;
     },
     createdAtResolutionMs: 1,
@@ -185,7 +196,7 @@ function glideStore(db: number): StoreUnderTest {
       failed: ["failed"],
       blocked: ["waiting-children"],
     },
-    openBackend: () => openWithRegistry({ type: "glidemq-valkey", url, options: {} }),
+    openBackend: () => openWithRegistry(spec),
     async dispose() {
       redis.disconnect();
     },
@@ -236,6 +247,7 @@ function cloudqStore(layout: { completion?: "remove" | "mark-deleted" }): StoreU
 export function openStore(name: StoreName, redisDb = 7, cloudqLayout: { completion?: "remove" | "mark-deleted" } = {}): StoreUnderTest {
   if (name === "qless") return qlessStore(redisDb);
   if (name === "glidemq") return glideStore(redisDb);
+  if (name === "glidemq-cluster") return glideStore("cluster");
   if (name === "cloudq") return cloudqStore(cloudqLayout);
   return sqlStore(name);
 }

@@ -7,7 +7,7 @@ import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backend
 /**
  * The door x backend matrix: the same requests through the Cloudq door and the native /v1 door must
  * behave alike on every backend the gateway routes to, and leave the job in that backend's native
- * layout (probed directly). Redis: qless on database 7, glide-mq on database 8; Cloudq on a MongoDB
+ * layout (probed directly). Redis: qless on database 7, glide-mq on database 8 and on the cluster; Cloudq on a MongoDB
  * database of its own.
  */
 const STORES: Array<{ name: StoreName; redisDb?: number }> = [
@@ -16,6 +16,7 @@ const STORES: Array<{ name: StoreName; redisDb?: number }> = [
   { name: "mysql" },
   { name: "qless", redisDb: 7 },
   { name: "glidemq", redisDb: 8 },
+  { name: "glidemq-cluster" },
   { name: "cloudq" },
 ];
 
