@@ -13,9 +13,9 @@ export type StateField = (typeof STATE_FIELDS)[number];
 export const COMPLETION_MODES = ["remove", "mark-deleted"] as const;
 export type CompletionMode = (typeof COMPLETION_MODES)[number];
 
-const LayoutOptionsSchema = z.object({
-  /** Database shared with the legacy servers; `cloudq` is what every Mongo-era server used. */
-  database: z.string().min(1).default("cloudq"),
+const LayoutOptionsSchema = z.strictObject({
+  /** Database shared with the legacy servers: this, else the one the URL names, else `cloudq` (every Mongo-era default). */
+  database: z.string().min(1).optional(),
   /** Collection of job documents; MongoMapper named it `cloudq.jobs` and node-cloudq followed. */
   collection: z.string().min(1).default("cloudq.jobs"),
   /** Side collection holding one `{_id: <queue>}` document per paused queue (legacy servers ignore it). */
@@ -40,7 +40,7 @@ const LayoutOptionsSchema = z.object({
 });
 
 export type CloudqLayoutOptions = z.input<typeof LayoutOptionsSchema>;
-export type ResolvedLayout = z.output<typeof LayoutOptionsSchema>;
+export type ResolvedLayout = z.output<typeof LayoutOptionsSchema> & { database: string };
 
 /** Either a connection string (the backend owns and closes the client) or a client the caller owns. */
 export type CloudqBackendOptions = CloudqLayoutOptions & ({ url: string; client?: never } | { client: MongoClient; url?: never });
@@ -51,5 +51,12 @@ export function resolveLayout(options: CloudqBackendOptions): ResolvedLayout {
   if ((url === undefined) === (client === undefined)) {
     throw new ValidationError("cloudq-mongo: pass exactly one of `url` or `client`");
   }
-  return parseOrThrow(LayoutOptionsSchema, layout, "cloudq-mongo options");
+  const resolved = parseOrThrow(LayoutOptionsSchema, layout, "cloudq-mongo options");
+  return { ...resolved, database: resolved.database ?? (url ? databaseInUrl(url) : undefined) ?? "cloudq" };
+}
+
+/** The database a connection string names (`mongodb://host/cloudq`), as MONGOHQ_URL-style URLs did. */
+function databaseInUrl(url: string): string | undefined {
+  const match = /^mongodb(?:\+srv)?:\/\/[^/]*\/([^?]+)/.exec(url);
+  return match?.[1] ? decodeURIComponent(match[1]) : undefined;
 }
