@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseStored } from "../packages/glidemq-valkey/src/codec.js";
 import {
+  type FlowJob,
   type GlideJobOptions,
   GlideProducer,
   isPaused,
@@ -28,6 +29,7 @@ const T0 = 1_700_000_000_000;
 interface Step {
   step: {
     op: string;
+    flow?: unknown;
     waitFor?: string;
     name?: string;
     data?: unknown;
@@ -80,6 +82,7 @@ function processorFor(file: string, clock: { now: number }): (worker: number) =>
     "18": (worker) => () => (worker === 1 ? "hold" : ok("recovered")),
     "19": () => () => ok("processed"),
     "20": () => (job) => (data(job).k === "hold" ? "hold" : data(job).k === "fail" ? { error: "nope" } : ok("ok")),
+    "21": () => (job) => ok(job.name === "parent" ? "parent-done" : `child-${data(job).c}`),
     "22": () => (job) => (job.attemptsMade === 0 ? { error: "first try fails" } : ok("second-try")),
   };
   return (worker) => {
@@ -106,8 +109,6 @@ function lastWorkerStep(steps: Step[]): number {
   return last;
 }
 
-/** Flows need glide-mq's FlowProducer (addFlow), which this adapter does not implement. */
-const NOT_REPLAYED = new Set(["21-flow.json"]);
 const files = readdirSync(GOLDEN).filter((f) => f.endsWith(".json"));
 
 describe("glidemq-valkey: golden traces of glide-mq 0.15.4, replayed step by step", () => {
@@ -120,11 +121,11 @@ describe("glidemq-valkey: golden traces of glide-mq 0.15.4, replayed step by ste
     await redis.quit();
   });
 
-  it("every trace but the flow one is replayed", () => {
-    expect(files.filter((f) => !NOT_REPLAYED.has(f))).toHaveLength(21);
+  it("all 22 recorded traces are found and replayed", () => {
+    expect(files).toHaveLength(22);
   });
 
-  for (const file of files.filter((f) => !NOT_REPLAYED.has(f))) {
+  for (const file of files) {
     it(`${file}: same keys, values and results after every step`, async () => {
       const scenario = JSON.parse(readFileSync(join(GOLDEN, file), "utf8")) as Scenario;
       await redis.flushdb();
@@ -164,6 +165,9 @@ describe("glidemq-valkey: golden traces of glide-mq 0.15.4, replayed step by ste
         switch (step.op) {
           case "add":
             actual = await producer.add(step.name ?? "", step.data, step.opts as GlideJobOptions | undefined);
+            break;
+          case "flow.add":
+            actual = await producer.addFlow(step.flow as FlowJob);
             break;
           case "addBulk":
             actual = (await producer.addBulk(step.jobs ?? [])).filter((id) => id !== null);

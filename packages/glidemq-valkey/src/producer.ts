@@ -1,4 +1,4 @@
-import { ValidationError } from "@switchyard/core";
+import { UnsupportedError, ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
 import { addThroughGlide, glideLibraryLoaded } from "./glide-functions.js";
 import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
@@ -37,6 +37,16 @@ export interface NewJob {
 }
 
 export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
+
+/** glide-mq's FlowProducer input, for a parent whose children are in the same queue. */
+export interface FlowJob {
+  name: string;
+  data?: unknown;
+  opts?: GlideJobOptions;
+  /** Must be this producer's queue (or omitted): children in other queues live in other slots. */
+  queueName?: string;
+  children?: FlowJob[];
+}
 
 /** At most this many jobs go into one atomic script call, as glide-mq's addBulk chunks by 1000. */
 const BULK_CHUNK = 1000;
@@ -105,6 +115,34 @@ export class GlideProducer {
       for (const [status, id] of reply) outcomes.push({ status, id: String(id) });
     }
     return outcomes;
+  }
+
+  /**
+   * A parent that runs once all its children have completed (glide-mq's `FlowProducer.add`), ids in
+   * creation order; null when a custom id already exists. One level, one queue.
+   */
+  async addFlow(flow: FlowJob): Promise<{ parent: string; children: string[] } | null> {
+    const children = flow.children ?? [];
+    for (const node of [flow, ...children]) {
+      if (node.queueName !== undefined && node.queueName !== this.queue) {
+        throw new UnsupportedError("glidemq-valkey: flows span one queue here (children in other queues live in other cluster slots)");
+      }
+    }
+    if (children.some((child) => (child.children ?? []).length > 0))
+      throw new UnsupportedError("glidemq-valkey: nested flows are not supported");
+    const [name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId] = this.prepare(flow);
+    const parentArgs = [name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, this.queue] as string[];
+    const childArgs = children.map((child) => this.prepare({ ...child, timestamp: Number(timestamp) }));
+    const k = this.keys;
+    const reply = (await runScript(
+      this.client,
+      "flow",
+      [k.id, k.stream, k.scheduled, k.events],
+      [...parentArgs, ...childArgs.flat()],
+    )) as string[];
+    if (reply[0] === "duplicate") return null;
+    const [parent, ...ids] = reply.map(String);
+    return { parent: parent ?? "", children: ids };
   }
 
   private prepare(job: NewJob): string[] {

@@ -18,7 +18,8 @@ export type ScriptName =
   | "heartbeat"
   | "revoke"
   | "pause"
-  | "import";
+  | "import"
+  | "flow";
 
 interface LoadedScript {
   name: ScriptName;
@@ -61,6 +62,7 @@ const ALL: ScriptName[] = [
   "revoke",
   "pause",
   "import",
+  "flow",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

@@ -193,6 +193,22 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     await expect(backend.heartbeat(q, claimed?.id ?? "", { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
   });
 
+  it("addFlow keeps a flow in one queue: a child in another queue or a nested flow is refused, nothing written", async () => {
+    const q = queue();
+    const producer = new GlideProducer(redis, q);
+    await expect(producer.addFlow({ name: "p", children: [{ name: "c", queueName: "elsewhere" }] })).rejects.toMatchObject({
+      code: "UNSUPPORTED",
+    });
+    await expect(producer.addFlow({ name: "p", children: [{ name: "c", children: [{ name: "g" }] }] })).rejects.toMatchObject({
+      code: "UNSUPPORTED",
+    });
+    expect(await redis.exists(queueKeys(q).id)).toBe(0);
+    const flow = await producer.addFlow({ name: "p", children: [{ name: "c1" }, { name: "c2", queueName: q }] });
+    expect(flow).toEqual({ parent: "1", children: ["2", "3"] });
+    expect((await backend.get(q, "1"))?.state).toBe("blocked");
+    expect((await backend.get(q, "1"))?.dependsOn).toEqual(["2", "3"]);
+  });
+
   it("our consumers honour meta.paused unless told to behave like glide-mq's workers", async () => {
     const q = queue();
     await new GlideProducer(redis, q).add("held", 1);
