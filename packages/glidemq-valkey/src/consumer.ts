@@ -150,6 +150,27 @@ export class GlideConsumer {
   }
 
   /**
+   * Completes several jobs in one atomic call and claims up to `fetchCount` next jobs (the batched
+   * complete-and-fetch of a concurrent worker). A job that was taken away meanwhile gets its refusal
+   * code in `statuses` instead of 'OK'.
+   */
+  async completeMany(
+    done: Array<{ job: Pick<ActivatedJob, "id" | "entryId">; result: unknown }>,
+    fetchCount: number,
+  ): Promise<{ statuses: string[]; next: ActivatedJob[] }> {
+    const k = this.keys;
+    const args: Array<string | number> = [this.clock(), CONSUMER_GROUP, this.consumerId, fetchCount, this.honoursPause ? "1" : "0"];
+    for (const { job, result } of done) args.push(job.id, job.entryId, result === undefined ? "null" : JSON.stringify(result));
+    const [statuses, next] = (await runScript(
+      this.client,
+      "complete-many",
+      [k.stream, k.completed, k.events, k.metricsCompleted, k.listActive, k.meta],
+      args,
+    )) as [string[], unknown[]];
+    return { statuses: statuses.map(String), next: next.map(toActivated) };
+  }
+
+  /**
    * Fails the job: it retries into `scheduled` with its opts.backoff while attemptsMade < opts.attempts,
    * else it is failed for good. `retry: false` is glide-mq's UnrecoverableError.
    */

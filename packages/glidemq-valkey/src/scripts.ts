@@ -12,6 +12,7 @@ export type ScriptName =
   | "activate"
   | "reserve"
   | "complete"
+  | "complete-many"
   | "fail"
   | "promote"
   | "reclaim-stalled"
@@ -35,7 +36,7 @@ function luaDir(): string {
 
 const cache = new Map<ScriptName, LoadedScript>();
 /** Helpers prepended to every operation, in dependency order. */
-const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua"];
+const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua", "complete.lua"];
 
 /** The script text: the lib/ helpers, then the operation. Run by EVALSHA; no server function names. */
 export function script(name: ScriptName): LoadedScript {
@@ -55,6 +56,7 @@ const ALL: ScriptName[] = [
   "activate",
   "reserve",
   "complete",
+  "complete-many",
   "fail",
   "promote",
   "reclaim-stalled",

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { eventually, serviceUrl } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
+import { GlideConsumer, GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
 
 const url = `${serviceUrl("redis")}/4`;
 let redis: Redis;
@@ -38,6 +38,26 @@ describe("glidemq-valkey: GlideWorker", () => {
     expect(await redis.get(k.listActive)).toBe("0");
     expect(await redis.xlen(k.stream)).toBe(0);
     expect(await redis.exists(k.worker(worker.consumer.consumerId))).toBe(0);
+  });
+
+  it("completeMany completes each job as a single completion would and claims as many next jobs; a job not active is refused alone", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    await new GlideProducer(redis, q).addBulk(Array.from({ length: 6 }, (_, i) => ({ name: "b", data: i })));
+    const consumer = new GlideConsumer(redis, q);
+    await consumer.init();
+    const first = await consumer.reserve(3);
+    const { statuses, next } = await consumer.completeMany(
+      [...first.map((job) => ({ job, result: { id: job.id } })), { job: { id: "5", entryId: "" }, result: null }],
+      3,
+    );
+    expect(statuses).toEqual(["OK", "OK", "OK", "INVALID_STATE"]);
+    expect(next.map((j) => j.id)).toEqual(["4", "5", "6"]);
+    for (const job of first) {
+      expect(await redis.hmget(k.job(job.id), "state", "returnvalue")).toEqual(["completed", JSON.stringify({ id: job.id })]);
+    }
+    expect(await redis.zcard(k.completed)).toBe(3);
+    expect(((await redis.xpending(k.stream, "workers")) as [number])[0]).toBe(3);
   });
 
   it("retries with the job's backoff, and an UnrecoverableError fails at once", async () => {

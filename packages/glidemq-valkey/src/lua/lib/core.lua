@@ -1,6 +1,6 @@
 -- Switchyard's helpers for glide-mq's key layout: events, metrics, retention, leases, expiry.
--- Every operation script in src/lua runs with lib/core.lua, lib/claim.lua, lib/dependencies.lua and
--- lib/create.lua prepended (scripts.ts), reproducing the bookkeeping of glide-mq's own functions.
+-- Every operation script in src/lua runs with the lib/ helpers (core, claim, dependencies, create,
+-- complete) prepended (scripts.ts), reproducing the bookkeeping of glide-mq's own functions.
 
 local PRIORITY_SHIFT = 4398046511104
 
