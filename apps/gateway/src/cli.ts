@@ -76,6 +76,12 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<Run
   return server;
 }
 
+/** Exits once what was written to stdout and stderr has reached them (pipes are asynchronous on some systems). */
+async function exitWhenFlushed(code: number): Promise<void> {
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write("", resolve))));
+  process.exit(code);
+}
+
 /** Runs the CLI as a process: exits non-zero with a readable message on bad input, stops gracefully on signals. */
 export async function main(argv = process.argv.slice(2)): Promise<void> {
   let server: RunningServer | undefined;
@@ -90,10 +96,12 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
         ? (error as Error).message
         : String(error);
     process.stderr.write(`switchyard: ${message}\n`);
-    process.exitCode = 1;
+    await exitWhenFlushed(1);
     return;
   }
-  if (!server) return;
+  // A one-shot command (migrate, --help) is done: exit even if a driver left timers behind (an
+  // ioredis client of a backend that never became ready keeps reconnecting).
+  if (!server) return exitWhenFlushed(0);
   const running = server;
   const stop = (signal: string) => {
     process.stderr.write(`switchyard: ${signal}, finishing ${running.inFlight()} in-flight request(s)\n`);

@@ -56,6 +56,22 @@ function capture() {
   };
 }
 
+/** Runs bin/switchyard.mjs (TypeScript sources through tsx) to its exit. */
+async function runBin(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    err += chunk;
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return { code, out, err };
+}
+
 let source: Backend;
 const QUEUE = "invoices";
 
@@ -181,25 +197,27 @@ describe("switchyard migrate", () => {
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
   });
 
-  it("the switchyard binary exits 1 with a clear message when a backend is unreachable", async () => {
-    const config = writeConfig("down", { pg: { type: "workerqueue-sql", url: "postgres://nobody@127.0.0.1:1/none" } });
-    const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
-    const child = spawn(process.execPath, [bin, "migrate", "-c", config, "--from", "old", "--to", "pg", "--queue", QUEUE], {
-      stdio: ["ignore", "pipe", "pipe"],
+  it("the switchyard binary prints only the report on stdout and exits 0", async () => {
+    const run = await runBin(["migrate", "-c", writeConfig("bin"), "--from", "old", "--to", "bin", "--queue", QUEUE]);
+    expect(run.code, run.err).toBe(0);
+    expect(JSON.parse(run.out)).toMatchObject({ read: 5, imported: 5, missing: [] });
+    expect(run.err).toMatch(/read 5, imported 5, skipped 0; source exhausted/);
+  });
+
+  it("the switchyard binary exits 1 with a clear message when a backend is unreachable (SQL or Redis)", async () => {
+    const config = writeConfig("down", {
+      pg: { type: "workerqueue-sql", url: "postgres://nobody@127.0.0.1:1/none" },
+      glide: { type: "glidemq-valkey", url: "redis://127.0.0.1:1/0" },
     });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => {
-      out += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      err += chunk;
-    });
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    expect(code).toBe(1);
-    expect(err).toMatch(
+    const pg = await runBin(["migrate", "-c", config, "--from", "old", "--to", "pg", "--queue", QUEUE]);
+    expect(pg.code).toBe(1);
+    expect(pg.err).toMatch(
       /(^|\n)switchyard: backends\.pg: workerqueue-sql backend at postgres:\/\/nobody@127\.0\.0\.1:1\/none is not reachable/,
     );
-    expect(out).toBe("");
+    expect(pg.out).toBe("");
+    // ioredis keeps reconnecting a client that never connected; the command must still end.
+    const glide = await runBin(["migrate", "-c", config, "--from", "old", "--to", "glide", "--queue", QUEUE]);
+    expect(glide.code).toBe(1);
+    expect(glide.err).toMatch(/(^|\n)switchyard: backends\.glide: glidemq-valkey backend at redis:\/\/127\.0\.0\.1:1\/0 is not reachable/);
   });
 });
