@@ -1,6 +1,6 @@
 import { runConformance } from "@switchyard/conformance";
 import type { MongoClient } from "mongodb";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CompletionMode, type StateField, capabilitiesFor, createCloudqBackend } from "../src/index.js";
 import { cloudqProbe, mongoUrl, rawClient, testDatabase } from "./helpers.js";
 
@@ -39,3 +39,48 @@ for (const { stateField, completion } of MODES) {
     capabilities: capabilitiesFor({ completion }),
   });
 }
+
+// In this file rather than beside the layout tests so that it runs after the conformance suites
+// instead of beside them: on FerretDB every reserve is a scan of the collection, and two 1,000-job
+// races at once on one server only measure how the machine copes.
+const raceDatabase = testDatabase("race");
+describe("cloudq-mongo: concurrency", () => {
+  it("10 concurrent reservers on 1,000 jobs: each job is reserved exactly once", async () => {
+    const q = `race-${Math.random().toString(36).slice(2, 10)}`;
+    const reservers = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const reserver = createCloudqBackend({ url: mongoUrl(), database: raceDatabase });
+        await reserver.ready();
+        return reserver;
+      }),
+    );
+    try {
+      for (let start = 0; start < 1000; start += 250) {
+        await reservers[0]!.enqueueBulk(
+          q,
+          Array.from({ length: 250 }, (_, i) => ({ name: "race", data: [start + i] })),
+        );
+      }
+      const handedOut: string[] = [];
+      await Promise.all(
+        reservers.map(async (reserver, index) => {
+          for (;;) {
+            const got = await reserver.reserve(q, { worker: `r${index}`, count: 5, leaseMs: 300_000 });
+            if (got.length === 0) return;
+            handedOut.push(...got.map((job) => job.id));
+          }
+        }),
+      );
+      expect(handedOut).toHaveLength(1000);
+      expect(new Set(handedOut).size).toBe(1000);
+      expect(
+        await connected()
+          .db(raceDatabase)
+          .collection("cloudq.jobs")
+          .countDocuments({ queue: q, queue_state: "reserved", "switchyard.attempts": 1 }),
+      ).toBe(1000);
+    } finally {
+      await Promise.all(reservers.map((reserver) => reserver.close()));
+    }
+  }, 300_000);
+});

@@ -146,39 +146,3 @@ describe("cloudq-mongo: indexes", () => {
     expect(await jobs().countDocuments({ queue: q })).toBe(2);
   });
 });
-
-describe("cloudq-mongo: concurrency", () => {
-  it("10 concurrent reservers on 1,000 jobs: each job is reserved exactly once", async () => {
-    const q = queue();
-    const reservers = await Promise.all(
-      Array.from({ length: 10 }, async () => {
-        const reserver = createCloudqBackend({ url: mongoUrl(), database });
-        await reserver.ready();
-        return reserver;
-      }),
-    );
-    try {
-      for (let start = 0; start < 1000; start += 250) {
-        await backend.enqueueBulk(
-          q,
-          Array.from({ length: 250 }, (_, i) => ({ name: "race", data: [start + i] })),
-        );
-      }
-      const handedOut: string[] = [];
-      await Promise.all(
-        reservers.map(async (reserver, index) => {
-          for (;;) {
-            const got = await reserver.reserve(q, { worker: `r${index}`, count: 5, leaseMs: 300_000 });
-            if (got.length === 0) return;
-            handedOut.push(...got.map((job) => job.id));
-          }
-        }),
-      );
-      expect(handedOut).toHaveLength(1000);
-      expect(new Set(handedOut).size).toBe(1000);
-      expect(await jobs().countDocuments({ queue: q, queue_state: "reserved", "switchyard.attempts": 1 })).toBe(1000);
-    } finally {
-      await Promise.all(reservers.map((reserver) => reserver.close()));
-    }
-  }, 180_000);
-});
