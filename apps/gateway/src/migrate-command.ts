@@ -55,8 +55,10 @@ function backendNamed(config: Config, name: string, flag: string, source: string
   throw new MigrateError(`${flag} "${name}" names no backend in ${source} (known: ${known})`);
 }
 
-function progressLine(progress: MigrationProgress): string {
-  const counts = `read ${progress.read}, imported ${progress.imported}, skipped ${progress.skipped}`;
+/** `total` is the source's job count when the migration started: a live queue may change meanwhile. */
+function progressLine(progress: MigrationProgress, total: number): string {
+  const share = total > 0 ? ` of ~${total} (${Math.min(100, Math.floor((progress.read / total) * 100))}%)` : "";
+  const counts = `read ${progress.read}${share}, imported ${progress.imported}, skipped ${progress.skipped}`;
   const next = progress.cursor === null ? "source exhausted, verifying done" : `resume with --resume ${progress.cursor}`;
   return `switchyard migrate: ${counts}; ${next}\n`;
 }
@@ -107,8 +109,10 @@ export async function runMigrateCommand(
   let last: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: values.resume ?? null };
   let report: MigrationReport;
   try {
+    const fromBackend = opened.get(from)!.backend;
+    const total = Object.values(await fromBackend.counts(queue)).reduce((sum, n) => sum + n, 0);
     report = await migrateQueue({
-      from: opened.get(from)!.backend,
+      from: fromBackend,
       to: opened.get(to)!.backend,
       queue,
       targetQueue,
@@ -116,7 +120,7 @@ export async function runMigrateCommand(
       ...(values.resume ? { cursor: values.resume } : {}),
       onProgress: (progress) => {
         last = progress;
-        io.err(progressLine(progress));
+        io.err(progressLine(progress, total));
       },
     });
   } catch (error) {

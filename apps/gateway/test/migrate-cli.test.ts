@@ -104,8 +104,8 @@ describe("switchyard migrate", () => {
     });
     const lines = output.err.trim().split("\n");
     expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatch(/^switchyard migrate: read 2, imported 2, skipped 0; resume with --resume \S+$/);
-    expect(lines[2]).toMatch(/read 5, imported 5, skipped 0; source exhausted/);
+    expect(lines[0]).toMatch(/^switchyard migrate: read 2 of ~5 \(40%\), imported 2, skipped 0; resume with --resume \S+$/);
+    expect(lines[2]).toMatch(/read 5 of ~5 \(100%\), imported 5, skipped 0; source exhausted/);
     const rows = rowsOf("copy.sqlite", QUEUE);
     expect(rows.map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
     // The job the legacy worker held arrives pending with its attempt counted.
@@ -134,6 +134,17 @@ describe("switchyard migrate", () => {
     expect(rowsOf("resumed.sqlite", "billing").map((row) => row.name)).toEqual(["invoice-3", "invoice-4", "invoice-5"]);
   });
 
+  it("within one backend, --target-queue copies the queue beside itself", async () => {
+    const { io, output } = capture();
+    await runCli(
+      ["migrate", "-c", writeConfig("same"), "--from", "old", "--to", "old", "--queue", QUEUE, "--target-queue", "copy-of-invoices"],
+      io,
+    );
+    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 5, missing: [] });
+    expect(rowsOf("old.sqlite", "copy-of-invoices")).toHaveLength(5);
+    expect(rowsOf("old.sqlite", QUEUE)).toHaveLength(5);
+  });
+
   it("refuses a missing option, an unknown backend name and a bad batch size with a message naming them", async () => {
     const config = writeConfig("refused");
     const { io } = capture();
@@ -145,6 +156,9 @@ describe("switchyard migrate", () => {
     );
     const badSize = ["migrate", "-c", config, "--from", "old", "--to", "refused", "--queue", QUEUE, "--batch-size", "0"];
     await expect(runCli(badSize, io)).rejects.toThrow(/--batch-size must be a number from 1/);
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "old", "--queue", QUEUE], io)).rejects.toThrow(
+      /both "old": give a --target-queue/,
+    );
   });
 
   it("reports jobs that did not arrive, after printing the report, and fails", async () => {
@@ -201,7 +215,7 @@ describe("switchyard migrate", () => {
     const run = await runBin(["migrate", "-c", writeConfig("bin"), "--from", "old", "--to", "bin", "--queue", QUEUE]);
     expect(run.code, run.err).toBe(0);
     expect(JSON.parse(run.out)).toMatchObject({ read: 5, imported: 5, missing: [] });
-    expect(run.err).toMatch(/read 5, imported 5, skipped 0; source exhausted/);
+    expect(run.err).toMatch(/read 5 of ~5 \(100%\), imported 5, skipped 0; source exhausted/);
   });
 
   it("the switchyard binary exits 1 with a clear message when a backend is unreachable (SQL or Redis)", async () => {
