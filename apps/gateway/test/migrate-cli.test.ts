@@ -101,6 +101,7 @@ describe("switchyard migrate", () => {
       skipped: 0,
       cursor: null,
       missing: [],
+      clashes: [],
     });
     const lines = output.err.trim().split("\n");
     expect(lines).toHaveLength(3);
@@ -118,7 +119,8 @@ describe("switchyard migrate", () => {
     await runCli(args, capture().io);
     const { io, output } = capture();
     await runCli(args, io);
-    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 0, skipped: 5, missing: [] });
+    // The skipped jobs are the same jobs, so none is a clash.
+    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 0, skipped: 5, missing: [], clashes: [] });
     expect(rowsOf("again.sqlite", QUEUE)).toHaveLength(5);
   });
 
@@ -179,6 +181,20 @@ describe("switchyard migrate", () => {
     await expect(run).rejects.toThrow(MigrateError);
     await expect(run).rejects.toThrow(/1 job\(s\) read from old are missing from lossy after the migration: 1$/);
     expect(JSON.parse(output.out)).toMatchObject({ read: 5, missing: ["1"] });
+  });
+
+  it("a source job whose id the target already uses for another job is reported as a clash and fails the command", async () => {
+    const config = writeConfig("occupied");
+    const occupied = createWorkerQueueBackend({ url: sqliteUrl("occupied.sqlite") });
+    await occupied.ready();
+    await occupied.enqueue(QUEUE, { name: "someone-else", id: "2" });
+    await occupied.close();
+    const { io, output } = capture();
+    const run = runCli(["migrate", "-c", config, "--from", "old", "--to", "occupied", "--queue", QUEUE], io);
+    await expect(run).rejects.toThrow(
+      /1 job\(s\) of old were not copied: occupied already holds other jobs with their ids in queue "invoices": 2;/,
+    );
+    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 4, skipped: 1, missing: [], clashes: ["2"] });
   });
 
   it("a migration that stops mid-way fails with the cursor to resume from, and resuming with it copies the rest", async () => {
