@@ -17,6 +17,7 @@ const PAIRS: Array<[StoreName, StoreName]> = [
   ["qless", "glidemq"],
   ["cloudq", "glidemq"],
   ["glidemq", "cloudq"],
+  ["postgres", "glidemq-cluster"],
 ];
 const REDIS_DB = 9;
 
