@@ -191,16 +191,27 @@ export class GlideConsumer {
     await this.client.hset(this.keys.job(jobId), "lastActive", String(this.clock()));
   }
 
-  /** The scheduler's stalled-job recovery (XAUTOCLAIM of entries idle for stalledInterval). */
+  /**
+   * The scheduler's stalled-job recovery: stream jobs through XAUTOCLAIM of entries idle for
+   * stalledInterval, and jobs claimed from the priority/lifo lists by a bounded scan (they have no PEL
+   * entry). Returns how many jobs it looked at and acted on.
+   */
   async reclaimStalled(): Promise<number> {
     const k = this.keys;
-    return Number(
-      await runScript(
-        this.client,
-        "reclaim-stalled",
-        [k.stream, k.events, k.failed, k.metricsFailed],
-        [CONSUMER_GROUP, this.consumerId, this.stalledInterval, this.options.maxStalledCount ?? 1, this.clock(), this.lockDuration],
-      ),
+    const now = this.clock();
+    const maxStalled = this.options.maxStalledCount ?? 1;
+    const fromStream = await runScript(
+      this.client,
+      "reclaim-stalled",
+      [k.stream, k.events, k.failed, k.metricsFailed],
+      [CONSUMER_GROUP, this.consumerId, this.stalledInterval, maxStalled, now, this.lockDuration],
     );
+    const fromLists = await runScript(
+      this.client,
+      "reclaim-stalled-list",
+      [k.stream, k.events, k.failed, k.metricsFailed, k.listActive],
+      [this.stalledInterval, maxStalled, now, this.lockDuration],
+    );
+    return Number(fromStream) + Number(fromLists);
   }
 }

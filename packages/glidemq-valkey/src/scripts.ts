@@ -16,6 +16,7 @@ export type ScriptName =
   | "fail"
   | "promote"
   | "reclaim-stalled"
+  | "reclaim-stalled-list"
   | "heartbeat"
   | "revoke"
   | "pause"
@@ -60,6 +61,7 @@ const ALL: ScriptName[] = [
   "fail",
   "promote",
   "reclaim-stalled",
+  "reclaim-stalled-list",
   "heartbeat",
   "revoke",
   "pause",

@@ -60,6 +60,24 @@ describe("glidemq-valkey: GlideWorker", () => {
     expect(((await redis.xpending(k.stream, "workers")) as [number])[0]).toBe(3);
   });
 
+  it("a stalled job claimed from the lifo list goes back to it with stalledCount 1, and fails on its second stall", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const id = String(await new GlideProducer(redis, q).add("l", 1, { lifo: true }));
+    const holder = new GlideConsumer(redis, q);
+    expect((await holder.reserve())[0]?.id).toBe(id);
+    expect(await redis.get(k.listActive)).toBe("1");
+    const later = new GlideConsumer(redis, q, { lockDuration: 1000, clock: () => Date.now() + 5000 });
+    await later.reclaimStalled();
+    expect(await redis.hmget(k.job(id), "state", "stalledCount")).toEqual(["waiting", "1"]);
+    expect(await redis.lrange(k.lifo, 0, -1)).toEqual([id]);
+    expect(await redis.get(k.listActive)).toBe("0");
+    await holder.reserve();
+    await later.reclaimStalled();
+    expect(await redis.hmget(k.job(id), "state", "failedReason")).toEqual(["failed", "job stalled more than maxStalledCount"]);
+    expect(await redis.get(k.listActive)).toBe("0");
+  });
+
   it("retries with the job's backoff, and an UnrecoverableError fails at once", async () => {
     const q = queue();
     const k = queueKeys(q);
