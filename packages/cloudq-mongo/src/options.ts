@@ -29,10 +29,11 @@ const LayoutOptionsSchema = z.strictObject({
   claimTokens: z.boolean().default(true),
   /**
    * How long the extra candidates of one sorted find may serve later reserves of this backend. A
-   * job enqueued through another process may wait this long behind older candidates; 0 keeps the
-   * order strict at the price of one sorted find per reserve().
+   * job that becomes runnable through another process (enqueued there with a higher priority, a
+   * lease or a delay running out) may wait this long behind older candidates; 0 keeps the order
+   * strict at the price of one sorted find per reserve().
    */
-  candidateTtlMs: z.number().int().nonnegative().default(1000),
+  candidateTtlMs: z.number().int().nonnegative().default(5000),
   stateField: z.enum(STATE_FIELDS).default("queue_state"),
   completion: z.enum(COMPLETION_MODES).default("remove"),
   /** Create the indexes in ready(); turn off where the application user may not create indexes. */

@@ -7,7 +7,7 @@ import { type Store, update } from "./store.js";
 /** Candidates read beyond the number wanted, so reservers racing for the head of a queue rarely re-read. */
 const CANDIDATE_SLACK = 20;
 /** Candidates read per sorted find when they may be kept for later reserves. */
-const CACHED_CANDIDATES = 60;
+const CACHED_CANDIDATES = 200;
 /** A bound on re-reads when every candidate went to another reserver; each round claims or sees fewer jobs. */
 const MAX_ROUNDS = 200;
 /** A claim token older than this was left by a reserver that died mid-claim (a claim takes milliseconds). */
