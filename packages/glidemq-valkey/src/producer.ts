@@ -69,15 +69,40 @@ export class GlideProducer {
     this.clock = options.clock ?? Date.now;
   }
 
-  /** The new job's id, or null when a custom id already exists or deduplication skipped it. */
+  /**
+   * The new job's id, or null when a custom id already exists or deduplication skipped it. Adds made
+   * in the same event-loop turn share one atomic script call (in call order), as an addBulk would.
+   */
   async add(name: string, data?: unknown, opts?: GlideJobOptions): Promise<string | null> {
-    const [outcome] = await this.addMany([{ name, data, opts }]);
-    return outcome?.status === "created" ? outcome.id : null;
+    if (this.options.useGlideFunctions) {
+      const [outcome] = await this.addMany([{ name, data, opts }]);
+      return outcome?.status === "created" ? outcome.id : null;
+    }
+    const args = this.prepare({ name, data, opts });
+    const outcome = await new Promise<AddOutcome>((resolve, reject) => {
+      this.queued.push({ args, resolve, reject });
+      if (this.queued.length === 1) setImmediate(() => void this.flushQueued());
+    });
+    return outcome.status === "created" ? outcome.id : null;
   }
 
   /** Ids in order; null where a job was skipped (glide-mq's addBulk leaves those out). */
   async addBulk(jobs: NewJob[]): Promise<Array<string | null>> {
     return (await this.addMany(jobs)).map((o) => (o.status === "created" ? o.id : null));
+  }
+
+  private queued: Array<{ args: string[]; resolve: (outcome: AddOutcome) => void; reject: (error: unknown) => void }> = [];
+
+  private async flushQueued(): Promise<void> {
+    const batch = this.queued.splice(0, this.queued.length);
+    try {
+      const outcomes = await this.runAdd(batch.map((item) => item.args));
+      batch.forEach((item, i) =>
+        outcomes[i] ? item.resolve(outcomes[i]) : item.reject(new Error("glidemq-valkey: add returned no outcome")),
+      );
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+    }
   }
 
   /** Whether the last add went through glide-mq's own functions (see `useGlideFunctions`). */
@@ -98,6 +123,10 @@ export class GlideProducer {
       }
     }
     this.usedGlideFunctions = false;
+    return this.runAdd(prepared);
+  }
+
+  private async runAdd(prepared: string[][]): Promise<AddOutcome[]> {
     const outcomes: AddOutcome[] = [];
     for (let start = 0; start < prepared.length; start += BULK_CHUNK) {
       const args = prepared.slice(start, start + BULK_CHUNK).flat();

@@ -193,6 +193,18 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     await expect(backend.heartbeat(q, claimed?.id ?? "", { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
   });
 
+  it("adds made in the same turn share one call: ids in call order, and a bad one is refused alone", async () => {
+    const q = queue();
+    const producer = new GlideProducer(redis, q);
+    const calls = Array.from({ length: 50 }, (_, i) => producer.add("n", i));
+    const bad = expect(producer.add("bad", 1, { priority: -1 })).rejects.toMatchObject({ code: "VALIDATION" });
+    const dup = [producer.add("c", 1, { jobId: "same" }), producer.add("c", 2, { jobId: "same" })];
+    expect(await Promise.all(calls)).toEqual(Array.from({ length: 50 }, (_, i) => String(i + 1)));
+    await bad;
+    expect(await Promise.all(dup)).toEqual(["same", null]);
+    expect(await redis.xlen(queueKeys(q).stream)).toBe(51);
+  });
+
   it("addFlow keeps a flow in one queue: a child in another queue or a nested flow is refused, nothing written", async () => {
     const q = queue();
     const producer = new GlideProducer(redis, q);
