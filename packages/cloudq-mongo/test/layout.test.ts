@@ -113,6 +113,30 @@ describe("cloudq-mongo: the document layout node-cloudq 0.2 writes", () => {
     expect(order[1]?.priority).toBe(0);
   });
 
+  it("a job a legacy server reserved has no lease: complete() naming a worker is refused, complete() without one finishes it", async () => {
+    const q = queue();
+    const { insertedId } = await jobs().insertOne({ klass: "Old", args: [], queue: q, queue_state: "reserved", inserted_at: new Date() });
+    const id = insertedId.toHexString();
+    expect(await backend.get(q, id)).toMatchObject({ state: "active", lease: null });
+    await expect(backend.complete(q, id, { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
+    await expect(backend.heartbeat(q, id, { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
+    expect((await backend.complete(q, id)).state).toBe("completed");
+    expect(await jobs().findOne({ _id: insertedId })).toBeNull();
+  });
+
+  it("an id that cannot be the _id, or whose ObjectId another queue holds, is kept in switchyard.id and found by it", async () => {
+    const q = queue();
+    const other = queue();
+    const { job: named } = await backend.enqueue(q, { id: "order-42", name: "charge", data: [] });
+    expect(named.id).toBe("order-42");
+    expect(await jobs().findOne({ queue: q, "switchyard.id": "order-42" })).toMatchObject({ klass: "charge" });
+    const { job: first } = await backend.enqueue(other, { name: "x", data: [] });
+    const { job: twin } = await backend.enqueue(q, { id: first.id, name: "twin", data: [] });
+    expect(twin.id).toBe(first.id);
+    expect((await backend.get(q, first.id))?.name).toBe("twin");
+    expect((await backend.get(other, first.id))?.name).toBe("x");
+  });
+
   it("the unique key is released when its job finishes, so a later enqueue with that key makes a new job", async () => {
     const q = queue();
     const first = await backend.enqueue(q, { name: "once", uniqueKey: "k" });
