@@ -44,6 +44,8 @@ export interface StoreUnderTest {
   importDrops: Array<"uniqueKey" | "uniqueKeyDedup" | "tags">;
   /** The native strings each core state is stored as (null: the record is removed). */
   nativeStates: Partial<Record<JobState, Array<string | null>>>;
+  /** Marks a queue a test uses, so dispose() removes its records from a shared server; returns it. */
+  track(queue: string): string;
   /** An adapter on this store, built by the gateway's own registry and made ready. */
   openBackend(): Promise<Backend>;
   /** Drops what the store holds for this suite and closes the probe connection. */
@@ -98,6 +100,7 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
       failed: ["error"],
       canceled: ["error"],
     },
+    track: (queue) => queue, // the table is dropped whole
     openBackend: () => openWithRegistry(spec),
     async dispose() {
       await db().schema.dropTableIfExists(table);
@@ -127,19 +130,24 @@ function qlessStore(db: number): StoreUnderTest {
     );
     return history.filter((entry) => entry[1] === "put").at(-1)?.[2]?.q ?? null;
   };
+  /** Every queue a probe was asked about; dispose() deletes their keys, so runs do not pile up in Redis. */
+  const seen = new Set<string>();
+  const jobsOf = async (queue: string): Promise<string[]> => {
+    seen.add(queue);
+    const jids = (await redis.keys("ql:j:*")).filter((key) => !/-(history|dependencies|dependents)$/.test(key)).map((key) => key.slice(5));
+    const owned: string[] = [];
+    for (const jid of jids) if ((await queueOf(jid)) === queue) owned.push(jid);
+    return owned;
+  };
   return {
     name: "qless",
     spec: { type: "qless-redis", url, options: {} },
     async nativeState(queue, id) {
+      seen.add(queue);
       if ((await queueOf(id)) !== queue) return null;
       return redis.hget(`ql:j:${id}`, "state");
     },
-    async countJobs(queue) {
-      const keys = (await redis.keys("ql:j:*")).filter((key) => !/-(history|dependencies|dependents)$/.test(key));
-      let count = 0;
-      for (const key of keys) if ((await queueOf(key.slice("ql:j:".length))) === queue) count++;
-      return count;
-    },
+    countJobs: async (queue) => (await jobsOf(queue)).length,
     createdAtResolutionMs: 1000,
     importDrops: ["uniqueKeyDedup"],
     nativeStates: {
@@ -150,8 +158,23 @@ function qlessStore(db: number): StoreUnderTest {
       failed: ["failed"],
       blocked: ["depends"],
     },
+    track: (queue) => {
+      seen.add(queue);
+      return queue;
+    },
     openBackend: () => openWithRegistry({ type: "qless-redis", url, options: {} }),
     async dispose() {
+      for (const queue of seen) {
+        const jobKeys = (await jobsOf(queue)).flatMap((jid) => [
+          `ql:j:${jid}`,
+          ...["history", "dependents", "dependencies"].map((s) => `ql:j:${jid}-${s}`),
+        ]);
+        // Queue sets, stats bins, the default failure group and unique-key slots.
+        const patterns = [`ql:q:${queue}*`, `ql:s:*:${queue}`, `ql:f:${queue}-*`, `ql:sy:unique:${queue}*`];
+        const queueKeys = (await Promise.all(patterns.map((pattern) => redis.keys(pattern)))).flat();
+        if (jobKeys.length + queueKeys.length > 0) await redis.del(...jobKeys, ...queueKeys);
+        await redis.zrem("ql:queues", queue);
+      }
       redis.disconnect();
     },
   };
@@ -170,22 +193,29 @@ function glideStore(db: number | "cluster"): StoreUnderTest {
     ? new Cluster(seeds.split(",").map((node) => ({ host: node.split(":")[0]!, port: Number(node.split(":")[1]) })))
     : new Redis(url);
   const spec: BackendSpecInput = { type: "glidemq-valkey", url, options };
+  /** Every queue a probe was asked about; dispose() deletes their keys, so runs do not pile up in Redis. */
+  const seen = new Set<string>();
+  const keysOf = async (pattern: string): Promise<string[]> => {
+    seen.add(/^glide:\{([^}]*)\}/.exec(pattern)![1]!);
+    const found: string[] = [];
+    for (const node of redis instanceof Cluster ? redis.nodes("master") : [redis]) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        found.push(...keys);
+      } while (cursor !== "0");
+    }
+    return found;
+  };
   return {
     name: seeds ? "glidemq-cluster" : "glidemq",
     spec,
-    nativeState: (queue, id) => redis.hget(`glide:{${queue}}:job:${id}`, "state"),
-    async countJobs(queue) {
-      let count = 0;
-      for (const node of redis instanceof Cluster ? redis.nodes("master") : [redis]) {
-        let cursor = "0";
-        do {
-          const [next, keys] = await node.scan(cursor, "MATCH", `glide:{${queue}}:job:*`, "COUNT", 1000);
-          cursor = next;
-          count += keys.length;
-        } while (cursor !== "0");
-      }
-      return count;
+    nativeState: (queue, id) => {
+      seen.add(queue);
+      return redis.hget(`glide:{${queue}}:job:${id}`, "state");
     },
+    countJobs: async (queue) => (await keysOf(`glide:{${queue}}:job:*`)).length,
     createdAtResolutionMs: 1,
     importDrops: ["uniqueKey", "uniqueKeyDedup", "tags"],
     nativeStates: {
@@ -196,8 +226,17 @@ function glideStore(db: number | "cluster"): StoreUnderTest {
       failed: ["failed"],
       blocked: ["waiting-children"],
     },
+    track: (queue) => {
+      seen.add(queue);
+      return queue;
+    },
     openBackend: () => openWithRegistry(spec),
     async dispose() {
+      // A queue's keys share its hash tag, so one DEL per queue stays within one cluster slot.
+      for (const queue of seen) {
+        const keys = await keysOf(`glide:{${queue}}:*`);
+        if (keys.length > 0) await redis.del(...keys);
+      }
       redis.disconnect();
     },
   };
@@ -232,6 +271,7 @@ function cloudqStore(layout: { completion?: "remove" | "mark-deleted" }): StoreU
       canceled: ["canceled"],
       blocked: ["blocked"],
     },
+    track: (queue) => queue, // the database is dropped whole
     openBackend: () => openWithRegistry(spec),
     async dispose() {
       await client.db(database).dropDatabase();

@@ -38,7 +38,7 @@ for (const { name, redisDb } of STORES) {
       await store.dispose();
     });
 
-    const newQueue = () => `mx-${randomUUID().slice(0, 8)}`;
+    const newQueue = () => store.track(`mx-${randomUUID().slice(0, 8)}`);
     const call = async (method: string, path: string, body?: unknown): Promise<Reply> => {
       const init: RequestInit = { method };
       if (body !== undefined) init.body = JSON.stringify(body);

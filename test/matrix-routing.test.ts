@@ -27,6 +27,7 @@ describe("one gateway routing queues to every backend", () => {
       { pattern: "*", backend: "sql" },
     ];
     gateway = await createGateway({ config: { backends, routes }, env: {} });
+    for (const { store, queue } of Object.values(fleet)) for (const name of [queue, `${queue}-r`]) store.track(name);
   });
   afterAll(async () => {
     await gateway?.close();

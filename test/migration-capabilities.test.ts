@@ -21,7 +21,7 @@ function usePair(fromName: StoreName, toName: StoreName) {
     await Promise.all([backends.from?.close(), backends.to?.close()]);
     await Promise.all([stores.from.dispose(), stores.to.dispose()]);
   });
-  return { stores, backends, queue: () => `migcap-${randomUUID().slice(0, 8)}` };
+  return { stores, backends, queue: () => stores.to.track(stores.from.track(`migcap-${randomUUID().slice(0, 8)}`)) };
 }
 
 describe("migration sqlite -> qless (qless deletes canceled jobs)", () => {
