@@ -93,7 +93,7 @@ function listIds(ids: string[]): string {
 function progressLine(progress: MigrationProgress, total: number): string {
   const share = total > 0 ? ` of ~${total} (${Math.min(100, Math.floor((progress.read / total) * 100))}%)` : "";
   const counts = `read ${progress.read}${share}, imported ${progress.imported}, skipped ${progress.skipped}`;
-  const next = progress.cursor === null ? "source exhausted, verifying done" : `resume with --resume ${progress.cursor}`;
+  const next = progress.cursor === null ? "source exhausted, every page verified" : `resume with --resume ${progress.cursor}`;
   return `switchyard migrate: ${counts}; ${next}\n`;
 }
 
