@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Gateway, createGateway } from "@switchyard/gateway";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreUnderTest, openStore } from "./matrix-backends.js";
 
@@ -72,6 +73,36 @@ describe("one gateway routing queues to every backend", () => {
       const reserved = await call("GET", `/cloudq/${fresh}`);
       expect(reserved.json).toMatchObject({ klass: "Fleet", args: [{ from: name }], id: enqueued.json.job.id });
       expect(store.nativeStates.active).toContain(await store.nativeState(fresh, reserved.json.id));
+    }
+  });
+});
+
+describe("glide-mq connection options in the gateway config", () => {
+  it("options.redisOptions reach the connection to every cluster primary (how a cluster gets its credentials)", async () => {
+    const store = openStore("glidemq-cluster");
+    const connectionName = `sy-matrix-${randomUUID().slice(0, 8)}`;
+    const spec = { ...store.spec, options: { ...store.spec.options, redisOptions: { connectionName } } };
+    const gateway = await createGateway({ config: { backends: { glide: spec } }, env: {} });
+    try {
+      const queue = store.track(`gl-opts-${randomUUID().slice(0, 8)}`);
+      const res = await gateway.app.request(`/v1/queues/${queue}/jobs`, { method: "POST", body: JSON.stringify({ name: "named" }) });
+      expect(res.status).toBe(201);
+      expect(await store.countJobs(queue)).toBe(1);
+      const seeds = store.spec.url.replace("redis://", "").split(",");
+      const named = await Promise.all(
+        seeds.map(async (seed) => {
+          const node = new Redis(`redis://${seed}`);
+          try {
+            return String(await node.client("LIST")).includes(`name=${connectionName}`);
+          } finally {
+            node.disconnect();
+          }
+        }),
+      );
+      expect(named).toContain(true);
+    } finally {
+      await gateway.close();
+      await store.dispose();
     }
   });
 });

@@ -3,6 +3,7 @@ import type { Backend } from "@switchyard/core";
 import { type GlideMqBackendOptions, type GlideMqConnection, createGlideMqBackend } from "@switchyard/glidemq-valkey";
 import { createQlessBackend } from "@switchyard/qless-redis";
 import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
+import type { RedisOptions } from "ioredis";
 import type { BackendSpec, BackendType, Config } from "./config.js";
 import { ConfigError } from "./config.js";
 
@@ -18,23 +19,27 @@ export const defaultRegistry: BackendRegistry = {
   "workerqueue-sql": ({ url, options }) => createWorkerQueueBackend({ url, ...options }),
   "qless-redis": ({ url, options }) => createQlessBackend({ url, ...options }),
   "cloudq-mongo": ({ url, options }) => createCloudqBackend({ ...options, url } as CloudqBackendOptions),
-  "glidemq-valkey": ({ url, options: { cluster, ...options } }) =>
-    createGlideMqBackend(glideConnection(url, cluster === true), options as GlideMqBackendOptions),
+  "glidemq-valkey": ({ url, options: { cluster, redisOptions, ...options } }) =>
+    createGlideMqBackend(
+      glideConnection(url, cluster === true, redisOptions as RedisOptions | undefined),
+      options as GlideMqBackendOptions,
+    ),
 };
 
 /**
  * glide-mq runs on a standalone server or a cluster. With `options.cluster: true` the url lists
  * seed nodes, `redis://host1:port1,host2:port2`; every key of a queue shares one hash tag, so any
- * primary can be a seed.
+ * primary can be a seed. `options.redisOptions` (ioredis options: password, tls...) apply to every
+ * connection, which is how a cluster gets its credentials.
  */
-function glideConnection(url: string, cluster: boolean): GlideMqConnection {
-  if (!cluster) return { url };
+function glideConnection(url: string, cluster: boolean, redisOptions: RedisOptions | undefined): GlideMqConnection {
+  if (!cluster) return redisOptions ? { url, options: redisOptions } : { url };
   const nodes = url
     .replace(/^[a-z]+:\/\//i, "")
     .replace(/\/.*$/, "")
     .split(",")
     .filter((node) => node.length > 0);
-  return { cluster: { nodes } };
+  return { cluster: { nodes, ...(redisOptions ? { options: { redisOptions } } : {}) } };
 }
 
 /** A configured backend with the name the routes use. */
