@@ -103,10 +103,10 @@ export class GlideWorker {
           continue;
         }
         await this.waitForWork(free);
-      } catch (error) {
+      } catch {
+        // A lost connection or a closing worker: try again shortly unless we are stopping.
         if (!this.running) return;
         await new Promise((resolve) => setTimeout(resolve, 100));
-        void error;
       }
     }
   }
