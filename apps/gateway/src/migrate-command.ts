@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { type Backend, type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
+import { type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
 import { type BackendRegistry, closeBackends, defaultRegistry, openBackends } from "./backends.js";
 import type { CliIo } from "./cli.js";
 import { type Config, loadConfig } from "./config.js";
@@ -39,35 +39,6 @@ export interface MigrateCommandReport extends MigrationReport {
   to: string;
   queue: string;
   targetQueue: string;
-  /** Source ids the target already used for a different job: those source jobs were not copied. */
-  clashes: string[];
-}
-
-/** Same job when name and creation second agree: qless keeps createdAt in whole seconds. */
-const sameJob = (a: { name: string; createdAt: number }, b: { name: string; createdAt: number }) =>
-  a.name === b.name && Math.floor(a.createdAt / 1000) === Math.floor(b.createdAt / 1000);
-
-/**
- * migrateQueue counts an id the target already holds as skipped, which is right for a resumed run but
- * loses the source job when the id belongs to another job there (two systems that both number jobs
- * 1, 2, ...). This wraps the target so every skipped id is read back and compared.
- */
-function watchForClashes(target: Backend, clashes: string[]): Backend {
-  return new Proxy(target, {
-    get(backend, property) {
-      const value = Reflect.get(backend, property, backend);
-      if (property !== "import") return typeof value === "function" ? value.bind(backend) : value;
-      return async (queue: string, jobs: Parameters<Backend["import"]>[1]) => {
-        const result = await backend.import(queue, jobs);
-        for (const id of result.skipped) {
-          const incoming = jobs.find((job) => job.id === id);
-          const held = await backend.get(queue, id);
-          if (!incoming || !held || !sameJob(incoming, held)) clashes.push(id);
-        }
-        return result;
-      };
-    },
-  });
 }
 
 function parseBatchSize(value: string | undefined): number | undefined {
@@ -142,13 +113,12 @@ export async function runMigrateCommand(
   const opened = await openBackends({ ...config, backends: specs }, registry);
   let last: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: values.resume ?? null };
   let report: MigrationReport;
-  const clashes: string[] = [];
   try {
     const fromBackend = opened.get(from)!.backend;
     const total = Object.values(await fromBackend.counts(queue)).reduce((sum, n) => sum + n, 0);
     report = await migrateQueue({
       from: fromBackend,
-      to: watchForClashes(opened.get(to)!.backend, clashes),
+      to: opened.get(to)!.backend,
       queue,
       targetQueue,
       ...(batchSize ? { batchSize } : {}),
@@ -171,16 +141,16 @@ export async function runMigrateCommand(
     await closeBackends(opened).catch(() => undefined);
   }
 
-  const result: MigrateCommandReport = { from, to, queue, targetQueue, ...report, clashes };
+  const result: MigrateCommandReport = { from, to, queue, targetQueue, ...report };
   io.out(`${JSON.stringify(result, null, 2)}\n`);
   if (report.missing.length > 0) {
     throw new MigrateError(
       `${report.missing.length} job(s) read from ${from} are missing from ${to} after the migration: ${listIds(report.missing)}`,
     );
   }
-  if (clashes.length > 0) {
+  if (report.clashes.length > 0) {
     throw new MigrateError(
-      `${clashes.length} job(s) of ${from} were not copied: ${to} already holds other jobs with their ids in queue "${targetQueue}": ${listIds(clashes)}; migrate into an empty --target-queue`,
+      `${report.clashes.length} job(s) of ${from} were not copied: ${to} already holds other jobs with their ids in queue "${targetQueue}": ${listIds(report.clashes)}; migrate into an empty --target-queue`,
     );
   }
   return result;

@@ -1,4 +1,5 @@
 import type { Backend } from "./backend.js";
+import type { Job } from "./job.js";
 
 export interface MigrationProgress {
   /** Jobs read from the source so far. */
@@ -26,13 +27,27 @@ export interface MigrateOptions {
 export interface MigrationReport extends MigrationProgress {
   /** Ids read from the source that the target does not hold afterwards; empty when nothing was lost. */
   missing: string[];
+  /**
+   * Source ids the target already used for a different job (two systems that both number jobs 1, 2...):
+   * those source jobs were not copied. Empty when every skipped id was this same job, copied before.
+   */
+  clashes: string[];
+}
+
+/**
+ * The same job when name and creation second agree (qless keeps createdAt in whole seconds), so a
+ * resumed migration's skipped ids are told apart from another job that happens to hold the id.
+ */
+function sameJob(source: Job, held: Job): boolean {
+  return source.name === held.name && Math.floor(source.createdAt / 1000) === Math.floor(held.createdAt / 1000);
 }
 
 /**
  * Copies every job of a queue, in every state, from one backend to another, page by page. Ids,
  * attempts, timestamps and native fields travel with the jobs; ids the target already holds are
- * skipped, so running it again (or from a reported cursor) after an interruption is safe. Each page
- * is verified against the target before the next is read, and the report lists anything missing.
+ * skipped, so running it again (or from a reported cursor) after an interruption is safe, and a skipped
+ * id that belongs to a different job is reported as a clash. Each page is verified against the target
+ * before the next is read, and the report lists anything missing.
  */
 export async function migrateQueue(options: MigrateOptions): Promise<MigrationReport> {
   const { from, to, queue } = options;
@@ -40,6 +55,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const limit = options.batchSize ?? 500;
   const progress: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: options.cursor ?? null };
   const missing: string[] = [];
+  const clashes: string[] = [];
   for (;;) {
     const page = await from.export(queue, progress.cursor === null ? { limit } : { limit, cursor: progress.cursor });
     if (page.items.length > 0) {
@@ -47,10 +63,15 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
       progress.read += page.items.length;
       progress.imported += result.imported;
       progress.skipped += result.skipped.length;
-      for (const job of page.items) if ((await to.get(targetQueue, job.id)) === null) missing.push(job.id);
+      const skipped = new Set(result.skipped);
+      for (const job of page.items) {
+        const held = await to.get(targetQueue, job.id);
+        if (held === null) missing.push(job.id);
+        else if (skipped.has(job.id) && !sameJob(job, held)) clashes.push(job.id);
+      }
     }
     progress.cursor = page.cursor;
     options.onProgress?.({ ...progress });
-    if (page.cursor === null) return { ...progress, missing };
+    if (page.cursor === null) return { ...progress, missing, clashes };
   }
 }
