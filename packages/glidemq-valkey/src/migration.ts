@@ -13,6 +13,9 @@ interface ImportPlan {
   name: string;
   fields: string[];
   dependsOn: string[];
+  /** The dedup id the job holds (its unique key), '' for none. */
+  dedupId: string;
+  createdAt: number;
 }
 
 /** Fields a migrated job may not carry over: lease bookkeeping and counts re-derived from `attempts`. */
@@ -40,6 +43,9 @@ function nativeGlide(job: Job): { opts?: GlideJobOptions; fields: Record<string,
  */
 function plan(job: Job): ImportPlan {
   validateJobId(job.id);
+  if (job.tags.length > 0) {
+    throw new UnsupportedError(`glidemq-valkey: job ${job.id} has tags, which glide-mq jobs cannot carry`, { id: job.id });
+  }
   if (job.state === "blocked" && job.dependsOn.length === 0) {
     throw new ValidationError(`glidemq-valkey: job ${job.id} is blocked but names no dependency`);
   }
@@ -48,6 +54,7 @@ function plan(job: Job): ImportPlan {
   const opts: GlideJobOptions = glide.opts ?? {
     attempts: job.maxAttempts,
     ...(job.backoff ? { backoff: job.backoff } : {}),
+    ...(job.uniqueKey !== null ? { deduplication: { id: job.uniqueKey } } : {}),
     ...(priority > 0 ? { priority } : {}),
   };
   const state = job.state === "active" ? "waiting" : job.state;
@@ -97,7 +104,16 @@ function plan(job: Job): ImportPlan {
     if (state === "canceled") fields.revoked = "1";
   }
   fields.state = nativeState;
-  return { id: job.id, route, score, name: job.name, fields: Object.entries(fields).flat(), dependsOn: job.dependsOn };
+  return {
+    id: job.id,
+    route,
+    score,
+    name: job.name,
+    fields: Object.entries(fields).flat(),
+    dependsOn: job.dependsOn,
+    dedupId: opts.deduplication?.id ?? "",
+    createdAt: job.createdAt,
+  };
 }
 
 /** Writes each job unless its id exists (so an interrupted migration resumes); validates all first. */
@@ -115,8 +131,8 @@ export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job
     const written = await runScript(
       client,
       "import",
-      [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed],
-      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn)],
+      [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
+      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn), p.dedupId, String(p.createdAt)],
     );
     if (Number(written) === 1) result.imported++;
     else result.skipped.push(p.id);

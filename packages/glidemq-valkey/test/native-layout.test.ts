@@ -125,6 +125,18 @@ describe("glidemq-valkey: native layout of what the Backend writes", () => {
     await expect(backend.enqueue(q, { name: "x", dependsOn: ["404"] })).rejects.toMatchObject({ code: "VALIDATION" });
   });
 
+  it("import() keeps a unique key as the job's dedup record, and refuses a tagged job before writing anything", async () => {
+    const source = queue();
+    const target = queue();
+    const { job } = await backend.enqueue(source, { name: "charge", uniqueKey: "order-9" });
+    const tagged = { ...job, id: "t1", tags: ["invoice"] };
+    await expect(backend.import(target, [job, tagged])).rejects.toMatchObject({ code: "UNSUPPORTED" });
+    expect(await redis.exists(queueKeys(target).job(job.id))).toBe(0);
+    await backend.import(target, [job]);
+    expect(await redis.hget(queueKeys(target).dedup, "order-9")).toBe(`${job.id}:${job.createdAt}`);
+    expect(await backend.enqueue(target, { name: "charge", uniqueKey: "order-9" })).toMatchObject({ created: false, job: { id: job.id } });
+  });
+
   it("cancel() is glide-mq's revoke: failed with failedReason revoked and revoked=1, its stream entry gone", async () => {
     const q = queue();
     const k = queueKeys(q);
