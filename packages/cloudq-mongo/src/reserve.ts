@@ -10,6 +10,8 @@ const CANDIDATE_SLACK = 20;
 const CACHED_CANDIDATES = 200;
 /** A bound on re-reads when every candidate went to another reserver; each round claims or sees fewer jobs. */
 const MAX_ROUNDS = 200;
+/** After losing a race, a reserver picks its next candidates at random among this many batches ahead. */
+const RACE_WINDOW = 8;
 /** A claim token older than this was left by a reserver that died mid-claim (a claim takes milliseconds). */
 const STALE_TOKEN_MS = 30_000;
 
@@ -53,9 +55,11 @@ export async function claimJobs(store: Store, queue: string, request: ClaimReque
       const batch = candidates.slice(next, next + request.count - claimed.length);
       next += batch.length;
       const won = claimTokens ? await takeTokens(store, batch) : batch;
-      // Another reserver is working down the same list: strict order is moot between racing
-      // reservers, so spread out over the rest instead of colliding at every step.
-      if (won.length < batch.length) shuffleFrom(candidates, next);
+      // Another reserver is working down the same list. Strict order is moot between racing
+      // reservers, so spread out over the next few candidates instead of colliding at every
+      // step; only over the next few, since the oldest jobs are also the cheapest to reach for a
+      // server that scans the collection in insertion order (FerretDB).
+      if (won.length < batch.length) shuffleWindow(candidates, next, RACE_WINDOW * batch.length);
       for (const candidate of won) {
         const job = await claimOne(store, queue, candidate, request);
         if (job) claimed.push(job);
@@ -67,8 +71,8 @@ export async function claimJobs(store: Store, queue: string, request: ClaimReque
   return claimed;
 }
 
-function shuffleFrom(items: Candidate[], start: number): void {
-  for (let i = items.length - 1; i > start; i--) {
+function shuffleWindow(items: Candidate[], start: number, width: number): void {
+  for (let i = Math.min(items.length, start + width) - 1; i > start; i--) {
     const j = start + Math.floor(Math.random() * (i - start + 1));
     [items[i], items[j]] = [items[j] as Candidate, items[i] as Candidate];
   }
