@@ -2,13 +2,16 @@ import { runConformance, serviceUrl } from "@switchyard/conformance";
 import { Cluster } from "ioredis";
 import { afterAll } from "vitest";
 import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
+import { recordingQueues, removeQueues } from "./support/cleanup.js";
 import { clusterNodes, glideProbe } from "./support/probe.js";
 
 // The 3-primary Redis Cluster the test command starts on loopback: every key of a queue shares its
 // `{queue}` hash tag, so each script call runs on the one primary that owns the queue's slot.
 const nodes = clusterNodes(serviceUrl("redis-cluster"));
 const probeClient = new Cluster(nodes);
+const used = new Set<string>();
 afterAll(async () => {
+  await removeQueues(probeClient, used);
   await probeClient.quit();
 });
 
@@ -17,7 +20,7 @@ runConformance({
   createBackend: async () => {
     const backend = createGlideMqBackend({ cluster: { nodes } });
     await backend.ready();
-    return backend;
+    return recordingQueues(backend, used);
   },
   probe: glideProbe(probeClient),
   capabilities: GLIDEMQ_CAPABILITIES,

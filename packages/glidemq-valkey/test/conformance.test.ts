@@ -2,12 +2,15 @@ import { runConformance, serviceUrl } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll } from "vitest";
 import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
+import { recordingQueues, removeQueues } from "./support/cleanup.js";
 import { glideProbe } from "./support/probe.js";
 
 // Standalone Redis, logical database 4 (glide-mq conformance).
 const url = `${serviceUrl("redis")}/4`;
 const probeClient = new Redis(url);
+const used = new Set<string>();
 afterAll(async () => {
+  await removeQueues(probeClient, used);
   await probeClient.quit();
 });
 
@@ -16,7 +19,7 @@ runConformance({
   createBackend: async () => {
     const backend = createGlideMqBackend({ url });
     await backend.ready();
-    return backend;
+    return recordingQueues(backend, used);
   },
   probe: glideProbe(probeClient),
   capabilities: GLIDEMQ_CAPABILITIES,

@@ -13,12 +13,18 @@ import {
   queueKeys,
   toGlidePriority,
 } from "../src/index.js";
+import { removeQueues } from "./support/cleanup.js";
 
 // What the conformance suite cannot see: the native glide-mq keys our writes leave, read directly.
 const url = `${serviceUrl("redis")}/4`;
 let redis: Redis;
 let backend: Backend;
-const queue = () => `nl-${randomUUID().slice(0, 8)}`;
+const used = new Set<string>();
+const queue = () => {
+  const name = `nl-${randomUUID().slice(0, 8)}`;
+  used.add(name);
+  return name;
+};
 
 beforeAll(async () => {
   redis = new Redis(url);
@@ -27,6 +33,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await backend.close();
+  await removeQueues(redis, used);
   await redis.quit();
 });
 

@@ -3,15 +3,22 @@ import { eventually, serviceUrl } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GlideConsumer, GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
+import { removeQueues } from "./support/cleanup.js";
 
 const url = `${serviceUrl("redis")}/4`;
 let redis: Redis;
-const queue = () => `wk-${randomUUID().slice(0, 8)}`;
+const used = new Set<string>();
+const queue = () => {
+  const name = `wk-${randomUUID().slice(0, 8)}`;
+  used.add(name);
+  return name;
+};
 
 beforeAll(() => {
   redis = new Redis(url);
 });
 afterAll(async () => {
+  await removeQueues(redis, used);
   await redis.quit();
 });
 
