@@ -118,6 +118,7 @@ describe("glidemq-valkey: golden traces of glide-mq 0.15.4, replayed step by ste
     await loadScripts(redis);
   });
   afterAll(async () => {
+    await redis.flushdb(); // db 5 belongs to this replay
     await redis.quit();
   });
 

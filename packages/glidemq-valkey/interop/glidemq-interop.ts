@@ -196,6 +196,11 @@ async function backendBothWays(): Promise<void> {
   const b = await backend.enqueue(toGlide, { name: "core-urgent", data: { n: 2 }, priority: 10 });
   const c = await backend.enqueue(toGlide, { name: "core-later", data: { n: 3 }, delay: 200 });
   const d = await backend.enqueue(toGlide, { name: "retried", data: { n: 4 }, maxAttempts: 2, backoff: { type: "fixed", delay: 50 } });
+  const e = await createGlideMqBackend({ redis }, { useGlideFunctions: true }).enqueue(toGlide, {
+    name: "via-fcall",
+    data: { n: 5 },
+    uniqueKey: "u",
+  });
   const order: string[] = [];
   const worker = new glide.Worker(
     toGlide,
@@ -206,9 +211,9 @@ async function backendBothWays(): Promise<void> {
     { connection, concurrency: 1, promotionInterval: 50, blockTimeout: 100 },
   );
   worker.on("error", () => undefined);
-  await until("glide-mq to run the Backend's jobs", async () => (await redis.zcard(queueKeys(toGlide).completed)) === 4);
+  await until("glide-mq to run the Backend's jobs", async () => (await redis.zcard(queueKeys(toGlide).completed)) === 5);
   await worker.close();
-  for (const { job } of [a, b, c, d]) assert.equal((await backend.get(toGlide, job.id))?.state, "completed");
+  for (const { job } of [a, b, c, d, e]) assert.equal((await backend.get(toGlide, job.id))?.state, "completed");
   assert.equal((await backend.get(toGlide, d.job.id))?.attempts, 2);
   assert.equal(order[0], b.job.id, "the prioritized job runs first under glide-mq");
   console.log("ok: jobs the core Backend enqueued (plain, priority, delay, retry) run under glide-mq's Worker");

@@ -37,6 +37,8 @@ export interface GlideMqBackendOptions {
   prefix?: string;
   /** Store new jobs' data gzip-compressed (`gz:` + base64), as a glide-mq Queue with compression. */
   compression?: "gzip";
+  /** Enqueue through glide-mq's own `FCALL glidemq_addJob`/`glidemq_dedup` where its library is loaded. */
+  useGlideFunctions?: boolean;
 }
 
 export const GLIDEMQ_CAPABILITIES: Capabilities = {
@@ -105,7 +107,11 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     const keys = keysOf(queue);
     const now = Date.now();
     const jobs = inputs.map((input) => toNewJob(normalizeEnqueueInput(input), now));
-    const producer = new GlideProducer(redis, queue, { prefix, ...(options.compression ? { compression: options.compression } : {}) });
+    const producer = new GlideProducer(redis, queue, {
+      prefix,
+      ...(options.compression ? { compression: options.compression } : {}),
+      ...(options.useGlideFunctions ? { useGlideFunctions: true } : {}),
+    });
     const outcomes = await producer.addMany(jobs);
     const loaded = await loadJobs(
       redis,
