@@ -181,19 +181,16 @@ export class GlideWorker {
 
   /** Runs the processor; on success completes and returns the next job claimed in the same call. */
   private async process(job: ActivatedJob, fetchNext: boolean): Promise<ActivatedJob | null> {
-    const lockDuration = this.consumer.lockDuration;
+    const opts = parseStored(job.hash.opts) as { lockDuration?: unknown; timeout?: unknown } | null;
+    // The job's own lockDuration (1000..86400000) paces its heartbeat, as in glide-mq.
+    const ownLock = Number(opts?.lockDuration);
+    const lockDuration = ownLock >= 1000 && ownLock <= 86_400_000 ? ownLock : this.consumer.lockDuration;
     const heartbeat = setInterval(() => void this.consumer.heartbeat(job.id).catch(() => undefined), lockDuration / 2);
     heartbeat.unref();
     try {
       let result: unknown;
       try {
-        result = await this.processor({
-          id: job.id,
-          name: job.hash.name ?? "",
-          data: parseStored(job.hash.data),
-          attemptsMade: Number(job.hash.attemptsMade ?? 0),
-          hash: job.hash,
-        });
+        result = await this.runProcessor(job, Number(opts?.timeout) || 0);
       } catch (error) {
         const failure = error instanceof Error ? error : new Error(String(error));
         await this.consumer.fail(job, failure.message, failure.name !== UNRECOVERABLE);
@@ -204,6 +201,31 @@ export class GlideWorker {
       return null; // the job was taken away (cancelled, reclaimed): nothing left to do with it
     } finally {
       clearInterval(heartbeat);
+    }
+  }
+
+  /** The processor, failing with glide-mq's "Job timeout exceeded" once `opts.timeout` ms have passed. */
+  private async runProcessor(job: ActivatedJob, timeoutMs: number): Promise<unknown> {
+    const run = Promise.resolve(
+      this.processor({
+        id: job.id,
+        name: job.hash.name ?? "",
+        data: parseStored(job.hash.data),
+        attemptsMade: Number(job.hash.attemptsMade ?? 0),
+        hash: job.hash,
+      }),
+    );
+    if (timeoutMs <= 0) return run;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        run,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error("Job timeout exceeded")), timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -108,6 +108,17 @@ describe("glidemq-valkey: GlideWorker", () => {
     expect(await redis.hmget(k.job(fatal), "state", "attemptsMade", "failedReason")).toEqual(["failed", "1", "no way"]);
   });
 
+  it('a job that outruns opts.timeout fails with glide-mq\'s "Job timeout exceeded"', async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const id = String(await new GlideProducer(redis, q).add("slow", 1, { timeout: 50 }));
+    const worker = new GlideWorker(redis, q, () => new Promise((resolve) => setTimeout(resolve, 2000)), { blockTimeout: 100 });
+    await worker.start();
+    await eventually(async () => (await redis.hget(k.job(id), "state")) === "failed", "the timed-out job to fail");
+    expect(await redis.hget(k.job(id), "failedReason")).toBe("Job timeout exceeded");
+    await worker.close();
+  });
+
   it("claims nothing while meta.paused is 1, and resumes when it is cleared", async () => {
     const q = queue();
     const k = queueKeys(q);
