@@ -30,6 +30,7 @@ import { toJob, toNewJob } from "./mapping.js";
 import { importJobs } from "./migration.js";
 import { GlideProducer } from "./producer.js";
 import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
+import { type StalledRecoveryOptions, stalledRecovery } from "./recovery.js";
 import { type RedisClient, isCluster, loadScripts, runScript } from "./scripts.js";
 
 export interface GlideMqBackendOptions {
@@ -39,6 +40,8 @@ export interface GlideMqBackendOptions {
   compression?: "gzip";
   /** Enqueue through glide-mq's own `FCALL glidemq_addJob`/`glidemq_dedup` where its library is loaded. */
   useGlideFunctions?: boolean;
+  /** Recovery of jobs abandoned by consumers without a Switchyard lease (see recovery.ts); false turns it off. */
+  stalledRecovery?: StalledRecoveryOptions | false;
 }
 
 export const GLIDEMQ_CAPABILITIES: Capabilities = {
@@ -95,6 +98,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     return readying;
   };
   const keysOf = (queue: string): QueueKeys => queueKeys(queue, prefix);
+  const recoverStalled = stalledRecovery(options.stalledRecovery);
 
   async function get(queue: string, id: string): Promise<Job | null> {
     const redis = await ready();
@@ -154,6 +158,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
       const k = keysOf(queue);
       const now = Date.now();
       const leaseUntil = now + (reserveOptions.leaseMs ?? DEFAULT_LEASE_MS);
+      await recoverStalled(redis, k);
       const reply = (await runScript(
         redis,
         "reserve",

@@ -240,6 +240,29 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     expect((await backend.get(q, "1"))?.dependsOn).toEqual(["2", "3"]);
   });
 
+  it("reserve() recovers a job that a consumer without a lease abandoned: one stall counted, then handed out again", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const recovering = createGlideMqBackend({ redis }, { stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
+    await new GlideProducer(redis, q).add("lost", 1);
+    const dead = new GlideConsumer(redis, q, { clock: () => Date.now() - 5000 });
+    const [claimed] = await dead.reserve();
+    // XAUTOCLAIM measures a pending entry's idle time on the server's own clock.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const [again] = await recovering.reserve(q, { worker: "w" });
+    expect(again).toMatchObject({ id: claimed?.id, attempts: 2, lease: { worker: "w" } });
+    expect(await redis.hget(k.job(claimed?.id ?? ""), "stalledCount")).toBe("1");
+    const leased = await recovering.enqueue(q, { name: "leased" });
+    await recovering.reserve(q, { worker: "w", leaseMs: 60_000 });
+    await redis.hset(k.job(leased.job.id), "lastActive", String(Date.now() - 60_000));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await recovering.close();
+    const second = createGlideMqBackend({ redis }, { stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
+    expect(await second.reserve(q, { worker: "x" })).toEqual([]);
+    expect((await second.get(q, leased.job.id))?.lease?.worker).toBe("w");
+    await second.close();
+  });
+
   it("our consumers honour meta.paused unless told to behave like glide-mq's workers", async () => {
     const q = queue();
     await new GlideProducer(redis, q).add("held", 1);

@@ -2,7 +2,8 @@
 -- XAUTOCLAIM entries idle for minIdleMs; a job whose lastActive is older than its lock duration
 -- gets stalledCount+1 and a fresh stream entry, or fails once stalledCount passes maxStalledCount.
 -- KEYS: stream, events, failed, metrics:failed
--- ARGV: group, consumer, minIdleMs, maxStalledCount, now, workerLockDuration
+-- ARGV: group, consumer, minIdleMs, maxStalledCount, now, workerLockDuration,
+--       skipLeased ('1': leave jobs under a Switchyard lease to its own expiry)
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local group = ARGV[1]
 local minIdle = tonumber(ARGV[3])
@@ -28,8 +29,9 @@ for _, entry in ipairs(claimed[2] or {}) do
       expireJob(prefix, jobKey, jobId, now)
       ackAndDelete(KEYS[1], group, entryId)
     else
-      local h = redis.call('HMGET', jobKey, 'lastActive', 'opts', 'processedOn', 'name')
+      local h = redis.call('HMGET', jobKey, 'lastActive', 'opts', 'processedOn', 'name', 'syWorker')
       local lastActive = tonumber(h[1])
+      if ARGV[7] == '1' and h[5] then lastActive = now end
       local threshold = tonumber(decodeOpts(h[2])['lockDuration']) or 0
       if threshold < 1000 or threshold > 86400000 then threshold = 0 end
       if threshold == 0 then threshold = workerLock > 0 and workerLock or minIdle end
