@@ -217,7 +217,7 @@ function glideStore(db: number | "cluster"): StoreUnderTest {
     },
     countJobs: async (queue) => (await keysOf(`glide:{${queue}}:job:*`)).length,
     createdAtResolutionMs: 1,
-    importDrops: ["uniqueKey", "uniqueKeyDedup", "tags"],
+    importDrops: [],
     nativeStates: {
       waiting: ["waiting", "prioritized"],
       delayed: ["delayed"],

@@ -73,12 +73,10 @@ describe("migration qless -> postgres (Worker Queue has no dependencies)", () =>
   });
 });
 
-describe("migration qless -> glidemq (known gaps of the glide-mq import)", () => {
+describe("migration qless -> glidemq (glide-mq has no tags)", () => {
   const { backends, queue: newQueue } = usePair("qless", "glidemq");
 
-  // Known gap, reported to the lead: glidemq-valkey's import drops tags without a word, where
-  // its enqueue refuses them with UnsupportedError. Remove `.fails` once the import refuses them too.
-  it.fails("a tagged job is refused with UnsupportedError rather than arriving without its tags", async () => {
+  it("a tagged job is refused with UnsupportedError rather than arriving without its tags", async () => {
     const queue = newQueue();
     const { from, to } = backends;
     const tagged = await from.enqueue(queue, { name: "billing", tags: ["invoice"] });
@@ -87,9 +85,7 @@ describe("migration qless -> glidemq (known gaps of the glide-mq import)", () =>
     expect(outcome).toBeInstanceOf(UnsupportedError);
   });
 
-  // Known gap, reported to the lead: glidemq-valkey's import does not carry the unique key over, so
-  // after a migration a producer retrying with the same key gets a second job. Remove `.fails` once fixed.
-  it.fails("a waiting job keeps its unique key, so a producer's retry on the target gets the migrated job", async () => {
+  it("a waiting job keeps its unique key, so a producer's retry on the target gets the migrated job", async () => {
     const queue = newQueue();
     const { from, to } = backends;
     const keyed = await from.enqueue(queue, { name: "charge", uniqueKey: "order-42" });

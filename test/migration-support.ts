@@ -24,9 +24,10 @@ async function reserveOnly(backend: Backend, queue: string, worker: string): Pro
  * Puts one job in each state the source can hold, through the source's own adapter: active,
  * failed for good, completed (where the source keeps completed jobs), delayed for a retry,
  * then plain waiting (with a priority) and delayed. Each reserve finds exactly one due job, so
- * the states land on the jobs their names say.
+ * the states land on the jobs their names say. Tags are set only when the target keeps them too: a
+ * target without tags refuses tagged jobs (see migration-capabilities.test.ts).
  */
-export async function seedEveryState(backend: Backend, queue: string): Promise<Job[]> {
+export async function seedEveryState(backend: Backend, queue: string, target: Backend): Promise<Job[]> {
   await backend.enqueue(queue, { name: "runs", data: { step: "active" }, maxAttempts: 4 });
   await reserveOnly(backend, queue, "old-worker");
 
@@ -51,7 +52,7 @@ export async function seedEveryState(backend: Backend, queue: string): Promise<J
   await backend.fail(queue, retries.id, { worker: "old-worker", error: { message: "timeout" }, retryDelay: 3_600_000 });
 
   await backend.enqueue(queue, { name: "waits", data: { nested: { list: [1, "two", null] } }, priority: 7, uniqueKey: "invoice-7" });
-  const tags = backend.capabilities.tags ? ["billing", "eu"] : [];
+  const tags = backend.capabilities.tags && target.capabilities.tags ? ["billing", "eu"] : [];
   await backend.enqueue(queue, { name: "waits-low", data: "ünïcode ✓", priority: -2, tags });
   await backend.enqueue(queue, { name: "waits-later", data: 42, delay: 3_600_000 });
   return exportAll(backend, queue);

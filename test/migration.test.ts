@@ -41,7 +41,7 @@ for (const [fromName, toName] of PAIRS) {
 
     it("every job arrives with its id, name, data, attempts, priority, createdAt and state (active arrives waiting)", async () => {
       const queue = newQueue();
-      const source = await seedEveryState(from, queue);
+      const source = await seedEveryState(from, queue, to);
       expect(new Set(source.map((job) => job.state))).toEqual(
         new Set(["active", "failed", "waiting", "delayed", ...(from.capabilities.keepsCompleted ? ["completed"] : [])]),
       );
@@ -61,7 +61,7 @@ for (const [fromName, toName] of PAIRS) {
     it("into a differently named target queue, the jobs keep their ids and land only there", async () => {
       const queue = newQueue();
       const targetQueue = newQueue();
-      const source = await seedEveryState(from, queue);
+      const source = await seedEveryState(from, queue, to);
       const report = await migrateQueue({ from, to, queue, targetQueue });
       expect(report.missing).toEqual([]);
       await expectSameJobs(source, to, toStore, targetQueue);
@@ -70,7 +70,7 @@ for (const [fromName, toName] of PAIRS) {
 
     it("a migration interrupted after its first page and resumed from the reported cursor ends with every job exactly once", async () => {
       const queue = newQueue();
-      const source = await seedEveryState(from, queue);
+      const source = await seedEveryState(from, queue, to);
       let reported: MigrationProgress | undefined;
       const interrupted = migrateQueue({
         from,
@@ -93,7 +93,7 @@ for (const [fromName, toName] of PAIRS) {
 
     it("migrating a queue again imports nothing: every job is skipped and the target is unchanged", async () => {
       const queue = newQueue();
-      const source = await seedEveryState(from, queue);
+      const source = await seedEveryState(from, queue, to);
       await migrateQueue({ from, to, queue });
       const again = await migrateQueue({ from, to, queue, batchSize: 4 });
       expect(again).toMatchObject({ read: source.length, imported: 0, skipped: source.length, missing: [] });
