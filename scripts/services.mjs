@@ -49,7 +49,8 @@ export function installMissing(names = ALL_SERVICES) {
   // The qless interop suite runs the real qless-py client from PyPI in a virtualenv.
   if (names.includes("redis") && spawnSync("python3", ["-m", "venv", "--help"], { stdio: "ignore" }).status !== 0)
     packages.add("python3").add("python3-venv");
-  if (names.includes("postgres") && (!pgBin("initdb") || !pgBin("postgres"))) packages.add("postgresql");
+  if ((names.includes("postgres") || names.includes("ferretdb")) && (!pgBin("initdb") || !pgBin("postgres") || !pgBin("psql")))
+    packages.add("postgresql");
   if (names.includes("mariadb") && (!(which("mariadbd") || which("mysqld")) || !which("mariadb-install-db")))
     packages.add("mariadb-server");
   if (packages.size > 0) {
@@ -238,13 +239,21 @@ const starters = {
     return { children: [child], env: { SWITCHYARD_MYSQL_URL: `mysql://root@127.0.0.1:${port}/switchyard` } };
   },
 
-  async ferretdb(dir, detached) {
+  // FerretDB stores its collections in our PostgreSQL: its SQLite handler decodes whole collections
+  // for sorted queries and crashed (SIGBUS in the WAL) under the concurrent-reserve suites.
+  async ferretdb(dir, detached, started) {
+    const postgresUrl = started.SWITCHYARD_POSTGRES_URL;
+    if (!postgresUrl) throw new Error("ferretdb needs the postgres service started first");
+    const { port: pgPort } = new URL(postgresUrl);
+    execFileSync(pgBin("psql"), ["-h", "127.0.0.1", "-p", pgPort, "-U", "postgres", "-q", "-c", "CREATE DATABASE ferretdb"], {
+      stdio: "ignore",
+    });
     const port = await freePort();
     const data = join(dir, "ferretdb");
     mkdirSync(data);
     const args = [
-      "--handler=sqlite",
-      `--sqlite-url=file:${data}/`,
+      "--handler=postgresql",
+      `--postgresql-url=postgres://postgres@127.0.0.1:${pgPort}/ferretdb`,
       `--listen-addr=127.0.0.1:${port}`,
       "--telemetry=disable",
       `--state-dir=${data}`,
@@ -266,12 +275,19 @@ export async function startServices(names = ALL_SERVICES, { detached = false } =
   const stop = () => {
     for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
   };
+  const record = (service) => {
+    Object.assign(env, service.env);
+    children.push(...service.children);
+  };
+  // FerretDB runs on the PostgreSQL service, so it starts last, once that one listens.
+  const first = names.filter((name) => name !== "ferretdb");
+  if (names.includes("ferretdb") && !first.includes("postgres")) first.push("postgres");
   try {
-    const started = await Promise.all(names.map((name) => starters[name](dir, detached)));
-    for (const service of started) {
-      Object.assign(env, service.env);
-      children.push(...service.children);
-    }
+    const started = await Promise.allSettled(first.map((name) => starters[name](dir, detached, env)));
+    for (const result of started) if (result.status === "fulfilled") record(result.value);
+    const failed = started.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
+    if (names.includes("ferretdb")) record(await starters.ferretdb(dir, detached, env));
   } catch (error) {
     stop();
     throw error;
