@@ -42,12 +42,10 @@ describe("migration sqlite -> qless (qless deletes canceled jobs)", () => {
   });
 });
 
-describe("migration sqlite -> qless (known gap of the qless import)", () => {
+describe("migration sqlite -> qless (unique keys)", () => {
   const { backends, queue: newQueue } = usePair("sqlite", "qless");
 
-  // Known gap, reported to the lead: qless-redis's import keeps the unique key on the job but a
-  // producer's retry with that key creates a second job. Remove `.fails` once fixed.
-  it.fails("a waiting job keeps its unique key, so a producer's retry on the target gets the migrated job", async () => {
+  it("a waiting job keeps its unique key, so a producer's retry on the target gets the migrated job", async () => {
     const queue = newQueue();
     const { from, to } = backends;
     const keyed = await from.enqueue(queue, { name: "charge", uniqueKey: "order-42" });

@@ -143,6 +143,8 @@ export interface ImportRecord {
   failure: string;
   depends: string[];
   meta: string;
+  /** The unique key to register in `ql:sy:unique:<queue>` ('' for none). */
+  unique: string;
   result: string;
   progress: string;
 }
@@ -218,6 +220,7 @@ export function toImportRecord(job: Job, queue: string, defaultGroup: string): I
         : "",
     depends: job.dependsOn,
     meta: Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
+    unique: job.uniqueKey ?? "",
     result: job.result === null ? "" : JSON.stringify(job.result),
     progress: job.progress === null ? "" : JSON.stringify(job.progress),
   };

@@ -24,6 +24,34 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** A job as another store would export it. */
+function importable(overrides: Partial<Job>): Job {
+  return {
+    id: `imp-${unique()}`,
+    queue: "elsewhere",
+    name: "charge",
+    data: {},
+    state: "waiting",
+    priority: 0,
+    runAt: null,
+    attempts: 0,
+    maxAttempts: 3,
+    backoff: null,
+    lease: null,
+    createdAt: Date.now() - 60_000,
+    startedAt: null,
+    finishedAt: null,
+    result: null,
+    error: null,
+    progress: null,
+    tags: [],
+    dependsOn: [],
+    uniqueKey: null,
+    native: {},
+    ...overrides,
+  };
+}
+
 const history = async (jid: string) => (await redis.lrange(`ql:j:${jid}-history`, 0, -1)).map((entry) => JSON.parse(entry));
 
 describe("qless-redis native layout", () => {
@@ -185,6 +213,52 @@ describe("qless-redis native layout", () => {
     expect(await redis.zscore("ql:t:t", foreign.id)).not.toBeNull();
     expect(await backend.import(queue, [foreign])).toEqual({ imported: 0, skipped: [foreign.id] });
     await expect(backend.import(queue, [{ ...foreign, id: "c-1", state: "canceled" }])).rejects.toMatchObject({ code: "UNSUPPORTED" });
+  });
+
+  it("import registers a job's unique key in ql:sy:unique:<queue> as enqueue does: a retry with the key gets the imported job", async () => {
+    const queue = `lq-${unique()}`;
+    const migrated = importable({ state: "waiting", uniqueKey: "order-1" });
+    expect(await backend.import(queue, [migrated])).toEqual({ imported: 1, skipped: [] });
+    expect(await redis.hgetall(`ql:sy:unique:${queue}`)).toEqual({ "order-1": migrated.id });
+    expect(await backend.enqueue(queue, { name: "charge", uniqueKey: "order-1" })).toMatchObject({
+      created: false,
+      job: { id: migrated.id, uniqueKey: "order-1" },
+    });
+    expect(await redis.zrange(`ql:q:${queue}-work`, 0, -1)).toEqual([migrated.id]);
+  });
+
+  it("a finished imported job holds its unique key while qless keeps it (as an enqueued one does); a live holder keeps its key", async () => {
+    const queue = `lq-${unique()}`;
+    const done = importable({ state: "completed", attempts: 1, finishedAt: Date.now(), uniqueKey: "order-2" });
+    const failed = importable({ state: "failed", attempts: 3, finishedAt: Date.now(), error: { message: "x" }, uniqueKey: "order-3" });
+    const resident = await backend.enqueue(queue, { name: "charge", uniqueKey: "order-4" });
+    const rival = importable({ state: "waiting", uniqueKey: "order-4" });
+    expect(await backend.import(queue, [done, failed, rival])).toEqual({ imported: 3, skipped: [] });
+    expect(await redis.hgetall(`ql:sy:unique:${queue}`)).toEqual({
+      "order-2": done.id,
+      "order-3": failed.id,
+      "order-4": resident.job.id,
+    });
+    expect(await backend.enqueue(queue, { name: "charge", uniqueKey: "order-2" })).toMatchObject({ created: false, job: { id: done.id } });
+    expect(await backend.enqueue(queue, { name: "charge", uniqueKey: "order-3" })).toMatchObject({
+      created: false,
+      job: { id: failed.id },
+    });
+    expect(await backend.enqueue(queue, { name: "charge", uniqueKey: "order-4" })).toMatchObject({
+      created: false,
+      job: { id: resident.job.id },
+    });
+  });
+
+  it("import that moves a job from another queue of the same Redis takes its unique key along", async () => {
+    const [from, to] = [`lq-${unique()}`, `lq-${unique()}`];
+    const { job } = await backend.enqueue(from, { name: "charge", uniqueKey: "order-5" });
+    expect(await backend.import(to, [job])).toEqual({ imported: 1, skipped: [] });
+    expect(await redis.hget(`ql:sy:unique:${from}`, "order-5")).toBeNull();
+    expect(await redis.hget(`ql:sy:unique:${to}`, "order-5")).toBe(job.id);
+    const again = await backend.enqueue(from, { name: "charge", uniqueKey: "order-5" });
+    expect(again.created).toBe(true);
+    expect(again.job.id).not.toBe(job.id);
   });
 
   it("the script loads itself again after SCRIPT FLUSH (NOSCRIPT fallback)", async () => {

@@ -15,13 +15,37 @@ local function acting_worker(jid, worker)
   return redis.call('hget', job_key(jid), 'worker') or ''
 end
 
+-- Unique keys: the hash ql:sy:unique:<queue> maps a key to the jid that took it. The key belongs
+-- to that job for as long as qless keeps the job, in any state (a completed job still answers a
+-- retry until jobs-history prunes it); after that the next job with the key takes it over.
+local function unique_hash(queue)
+  return 'ql:sy:unique:' .. queue
+end
+
+-- The jid holding the unique key in this queue, or nil when no existing job holds it.
+local function unique_holder(queue, unique)
+  local holder = redis.call('hget', unique_hash(queue), unique)
+  if holder and job_exists(holder) then
+    return holder
+  end
+  return nil
+end
+
+-- Gives the key up when this job holds it (the job is leaving the queue).
+local function release_unique(queue, jid)
+  local meta = redis.call('hget', job_key(jid), SY_META)
+  local unique = meta and cjson.decode(meta).uniqueKey
+  if type(unique) == 'string' and redis.call('hget', unique_hash(queue), unique) == jid then
+    redis.call('hdel', unique_hash(queue), unique)
+  end
+end
+
 -- Creates a job unless its jid (or its unique key in this queue) is taken: answers
 -- [1, jid] when created, [0, existing jid] when not.
 API['switchyard.enqueue'] = function(now, queue, jid, klass, data, delay, priority, tags, retries, depends, unique, meta)
-  local unique_key = 'ql:sy:unique:' .. queue
   if unique ~= '' then
-    local existing = redis.call('hget', unique_key, unique)
-    if existing and job_exists(existing) then
+    local existing = unique_holder(queue, unique)
+    if existing then
       return { 0, existing }
     end
   end
@@ -34,7 +58,7 @@ API['switchyard.enqueue'] = function(now, queue, jid, klass, data, delay, priori
     redis.call('hset', job_key(jid), SY_META, meta)
   end
   if unique ~= '' then
-    redis.call('hset', unique_key, unique, jid)
+    redis.call('hset', unique_hash(queue), unique, jid)
   end
   return { 1, jid }
 end
@@ -120,6 +144,7 @@ end
 local function detach_job(jid)
   local queue, state, worker, failure, tags = unpack(redis.call('hmget', job_key(jid),
     'queue', 'state', 'worker', 'failure', 'tags'))
+  release_unique(home_queue(jid), jid)
   if queue and queue ~= '' then
     for _, kind in ipairs({ 'work', 'locks', 'scheduled', 'depends' }) do
       set_remove(queue, kind, jid)
@@ -145,6 +170,9 @@ end
 
 -- Writes one job as it was exported (possibly from another system), unless the queue already
 -- has that jid. The record is JSON built by the adapter; strings such as data stay byte for byte.
+-- Its unique key is registered as enqueue registers it (whatever the job's state, since enqueue's
+-- key outlives the job's run), unless an existing job of the queue already holds the key: that
+-- job keeps it, as enqueue would have answered with it.
 API['switchyard.import'] = function(now, queue, record_json)
   local r = cjson.decode(record_json)
   if job_exists(r.jid) then
@@ -199,6 +227,9 @@ API['switchyard.import'] = function(now, queue, record_json)
     redis.call('zadd', 'ql:completed', r.finished, r.jid)
   else
     work_add(queue, r.created, r.priority, r.jid)
+  end
+  if r.unique ~= '' and not unique_holder(queue, r.unique) then
+    redis.call('hset', unique_hash(queue), r.unique, r.jid)
   end
   register_queue(queue, now)
   return 1
