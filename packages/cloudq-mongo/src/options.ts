@@ -33,7 +33,7 @@ const LayoutOptionsSchema = z.strictObject({
    * lease or a delay running out) may wait this long behind older candidates; 0 keeps the order
    * strict at the price of one sorted find per reserve().
    */
-  candidateTtlMs: z.number().int().nonnegative().default(5000),
+  candidateTtlMs: z.number().int().nonnegative().default(0),
   stateField: z.enum(STATE_FIELDS).default("queue_state"),
   completion: z.enum(COMPLETION_MODES).default("remove"),
   /** Create the indexes in ready(); turn off where the application user may not create indexes. */
