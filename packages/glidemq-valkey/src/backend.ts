@@ -70,27 +70,28 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  */
 export function createGlideMqBackend(connection: GlideMqConnection, options: GlideMqBackendOptions = {}): Backend {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
-  let client: RedisClient | undefined;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
 
   const ready = (): Promise<RedisClient> => {
     readying ??= (async () => {
+      let opened: { client: RedisClient; owned: boolean } | undefined;
       try {
-        const opened = await openClient(connection);
-        client = opened.client;
+        opened = await openClient(connection);
+        const client = opened.client;
         owned = opened.owned;
         if (isCluster(client) && client.status !== "ready") {
-          const cluster = client;
           await new Promise<void>((resolve, reject) => {
-            cluster.once("ready", () => resolve());
-            cluster.once("error", reject);
+            client.once("ready", () => resolve());
+            client.once("error", reject);
           });
         }
         await loadScripts(client);
         return client;
       } catch (cause) {
         readying = undefined;
+        // Left alone, a client we opened would go on reconnecting forever; the next ready() opens a new one.
+        if (opened?.owned) opened.client.disconnect();
         if (cause instanceof BackendUnavailableError) throw cause;
         throw new BackendUnavailableError(`glidemq-valkey: cannot reach Valkey/Redis: ${String(cause)}`, { cause });
       }
@@ -142,7 +143,10 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
       if (!readying) return;
       const redis = await readying.catch(() => undefined);
       readying = undefined;
-      if (redis && owned) await redis.quit();
+      if (!redis || !owned) return;
+      // QUIT needs a live connection; one that is down (or reconnecting) is simply dropped.
+      if (redis.status === "ready") await redis.quit().catch(() => redis.disconnect());
+      else redis.disconnect();
     },
 
     async enqueue(queue, input) {

@@ -19,14 +19,22 @@ export async function openClient(connection: GlideMqConnection): Promise<{ clien
     throw new BackendUnavailableError("glidemq-valkey: the peer dependency ioredis is not installed (npm install ioredis)", { cause });
   }
   if ("url" in connection) {
-    const client = new ioredis.Redis(connection.url, { maxRetriesPerRequest: 3, ...connection.options });
-    return { client, owned: true };
+    return { client: quiet(new ioredis.Redis(connection.url, { maxRetriesPerRequest: 3, ...connection.options })), owned: true };
   }
   const nodes = connection.cluster.nodes.map((node) => {
     if (typeof node !== "string") return node;
     const [host, port] = node.split(":");
     return { host: host ?? "127.0.0.1", port: Number(port) };
   });
-  const client = new ioredis.Cluster(nodes, connection.cluster.options);
-  return { client, owned: true };
+  return { client: quiet(new ioredis.Cluster(nodes, connection.cluster.options)), owned: true };
+}
+
+/**
+ * Connection errors of a client we own reach callers through the failed command (as
+ * BackendUnavailableError); without a listener ioredis would also print each one as an
+ * "Unhandled error event". A client given to us is the caller's to listen to.
+ */
+function quiet<Client extends RedisClient>(client: Client): Client {
+  client.on("error", () => {});
+  return client;
 }
