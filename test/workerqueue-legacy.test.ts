@@ -62,7 +62,11 @@ for (const dialect of DIALECTS) {
       const jobs = await wq.reserve("default", { worker: "w", count: 5 });
       expect(jobs.map((j) => j.name)).toEqual(["magick", "image_thumb"]);
       expect(jobs[0]).toMatchObject({ data: { original_filename: "a.png", operation: "resize", rows: 64, cols: 64 }, attempts: 1 });
-      expect(jobs[1]).toMatchObject({ data: { id: 5, size: "64x32" }, attempts: 1, native: { taskable_id: 5, taskable_type: "Image" } });
+      expect(jobs[1]).toMatchObject({
+        data: { id: 5, size: "64x32" },
+        attempts: 1,
+        native: { workerqueue: { taskable_id: 5, taskable_type: "Image" } },
+      });
       expect(jobs.every((j) => j.createdAt > Date.now() - 3_600_000)).toBe(true);
 
       for (const job of jobs) await wq.complete("default", job.id, { worker: "w" });

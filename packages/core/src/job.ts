@@ -50,7 +50,12 @@ export const JobSchema = z.object({
   tags: z.array(z.string()),
   dependsOn: z.array(z.string()),
   uniqueKey: z.string().nullable(),
-  /** Fields of the source system with no core meaning, kept so that a round trip loses nothing. */
+  /**
+   * Fields with no core meaning, kept so that a round trip loses nothing. An adapter keeps its own
+   * system's fields under that system's name (`native.qless`, `native.glide`, `native.workerqueue`);
+   * top-level keys are the producer's own extras (a Cloudq job's extra keys), which every adapter
+   * stores and gives back as they came.
+   */
   native: z.record(z.string(), z.unknown()),
 });
 export type Job = z.infer<typeof JobSchema>;
@@ -99,4 +104,12 @@ export function backoffDelay(backoff: Backoff | null, attempts: number): number 
   if (!backoff) return 0;
   if (backoff.type === "fixed") return backoff.delay;
   return backoff.delay * 2 ** Math.max(0, attempts - 1);
+}
+
+/** The names under which adapters keep their own system's fields in `Job.native`. */
+export const SYSTEM_NATIVE_KEYS: readonly string[] = ["cloudq", "glide", "qless", "workerqueue"];
+
+/** A job's native fields less the adapters' own: the producer's extras, for a door to hand back. */
+export function producerExtras(native: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(native).filter(([key]) => !SYSTEM_NATIVE_KEYS.includes(key)));
 }

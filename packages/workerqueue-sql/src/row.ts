@@ -3,10 +3,13 @@ import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, RJQUEUE_LOCKED, STATUS, SY,
 import { decodeData, encodeData, formatOf } from "./encoding.js";
 import type { Store } from "./options.js";
 
-/** Legacy columns that come back in `Job.native` (and are written back from it on import). */
-export const NATIVE_COLUMNS = ["taskable_id", "taskable_type"] as const;
-/** Native keys that describe the row rather than the job; shown, never written back. */
-const DERIVED_NATIVE_KEYS = ["status", "locked_queue_id", "duration", "data_format", "updated_at"];
+/**
+ * The row's own legacy columns travel in `Job.native.workerqueue`, as qless's and glide-mq's do under
+ * their system's name, so that top-level native keys stay the producer's own (a Cloudq job's extra
+ * keys...). Of these, `taskable_id`/`taskable_type` are written back on import and may be given at
+ * enqueue; the others describe the row and are shown only.
+ */
+export const NATIVE_KEY = "workerqueue";
 
 export function jobIdOf(row: JobRow): string {
   return row.sy_job_id ?? String(row.id);
@@ -31,13 +34,12 @@ export function stateOf(row: JobRow, now: number): JobState {
 export function rowToJob(store: Store, row: JobRow, now = Date.now()): Job {
   const state = stateOf(row, now);
   const createdAt = num(row.sy_created_ms) ?? dateMs(row.created_at) ?? 0;
-  const native: Record<string, unknown> = { ...parseJson<Record<string, unknown>>(row.sy_native, {}) };
-  native.status = row.status;
-  native.locked_queue_id = row.locked_queue_id;
-  if (row.duration !== undefined && row.duration !== null) native.duration = Number(row.duration);
-  if (row.taskable_id !== undefined && row.taskable_id !== null) native.taskable_id = Number(row.taskable_id);
-  if (row.taskable_type !== undefined && row.taskable_type !== null) native.taskable_type = row.taskable_type;
-  native.data_format = formatOf(row.data);
+  const own: Record<string, unknown> = { status: row.status, locked_queue_id: row.locked_queue_id };
+  if (row.duration !== undefined && row.duration !== null) own.duration = Number(row.duration);
+  if (row.taskable_id !== undefined && row.taskable_id !== null) own.taskable_id = Number(row.taskable_id);
+  if (row.taskable_type !== undefined && row.taskable_type !== null) own.taskable_type = row.taskable_type;
+  own.data_format = formatOf(row.data);
+  const native = { ...parseJson<Record<string, unknown>>(row.sy_native, {}), [NATIVE_KEY]: own };
   const leaseUntil = num(row.sy_lease_until);
   return {
     id: jobIdOf(row),
@@ -72,7 +74,7 @@ function errorOf(row: JobRow): Job["error"] {
 
 /** The columns of a new pending row for an enqueue. */
 export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueueInput, runAt: number | null, now: number) {
-  const { legacy, native } = splitNative(input.native ?? {}, []);
+  const { legacy, native } = splitNative(input.native ?? {});
   return {
     name: input.name,
     data: encodeData(input.data, store.dataFormat),
@@ -98,12 +100,12 @@ export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueue
 
 /** The columns of an imported job: its state, attempts, timestamps and extras as they were. */
 export function importRow(store: Store, queue: string, job: Job, now: number) {
-  const { legacy, native } = splitNative(job.native, DERIVED_NATIVE_KEYS);
+  const { legacy, native, own } = splitNative(job.native);
   // An active job's lease belongs to the old store: it arrives waiting, attempts kept.
   const state = job.state === "active" ? "waiting" : job.state;
   const delayed = state === "delayed" && job.runAt !== null && job.runAt > now;
   const status = state === "waiting" || state === "delayed" ? STATUS.pending : state === "completed" ? STATUS.complete : STATUS.error;
-  const dataFormat = job.native.data_format === "yaml" ? "yaml" : store.dataFormat;
+  const dataFormat = own.data_format === "yaml" ? "yaml" : store.dataFormat;
   return {
     name: job.name,
     data: encodeData(job.data, dataFormat),
@@ -137,25 +139,20 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
 }
 
 /**
- * Splits native fields into the legacy columns they belong in (`taskable_id`, `taskable_type`) and
- * the rest, which goes to `sy_native`; `drop` names keys that are derived from the row and not kept.
+ * Splits native fields into the legacy columns they belong in (`taskable_id`, `taskable_type`, from
+ * `native.workerqueue`) and the rest, the producer's own keys, which go to `sy_native`.
  */
-function splitNative(
-  fields: Record<string, unknown>,
-  drop: string[],
-): { legacy: Record<string, unknown>; native: Record<string, unknown> } {
+function splitNative(fields: Record<string, unknown>): {
+  legacy: Record<string, unknown>;
+  native: Record<string, unknown>;
+  own: Record<string, unknown>;
+} {
+  const { [NATIVE_KEY]: ownValue, ...native } = fields;
+  const own = ownValue !== null && typeof ownValue === "object" && !Array.isArray(ownValue) ? (ownValue as Record<string, unknown>) : {};
   const legacy: Record<string, unknown> = {};
-  const native: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(fields)) {
-    if (key === "taskable_id") {
-      if (typeof value === "number" && Number.isInteger(value)) legacy.taskable_id = value;
-    } else if (key === "taskable_type") {
-      if (typeof value === "string") legacy.taskable_type = value.slice(0, 255);
-    } else if (!drop.includes(key)) {
-      native[key] = value;
-    }
-  }
-  return { legacy, native };
+  if (typeof own.taskable_id === "number" && Number.isInteger(own.taskable_id)) legacy.taskable_id = own.taskable_id;
+  if (typeof own.taskable_type === "string") legacy.taskable_type = own.taskable_type.slice(0, 255);
+  return { legacy, native, own };
 }
 
 /** The legacy `duration` column: whole seconds of processing. */

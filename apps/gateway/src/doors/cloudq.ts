@@ -1,5 +1,13 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { type Backend, type EnqueueInput, InvalidStateError, type Job, NotFoundError, ValidationError } from "@switchyard/core";
+import {
+  type Backend,
+  type EnqueueInput,
+  InvalidStateError,
+  type Job,
+  NotFoundError,
+  ValidationError,
+  producerExtras,
+} from "@switchyard/core";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
@@ -50,7 +58,7 @@ export function publishInput(body: unknown): EnqueueInput {
 /** The GET answer: the job's fields at the top level as the real servers send them, and the protocol text's `job` wrapper. */
 export function reservedBody(job: Job): Record<string, unknown> {
   const args = Array.isArray(job.data) ? job.data : [job.data];
-  const extras = Object.fromEntries(Object.entries(job.native).filter(([key]) => !RESERVED_KEYS.has(key)));
+  const extras = Object.fromEntries(Object.entries(producerExtras(job.native)).filter(([key]) => !RESERVED_KEYS.has(key)));
   return { ...extras, klass: job.name, args, id: job.id, job: { klass: job.name, args, id: job.id } };
 }
 
