@@ -32,6 +32,11 @@ const CloudqDoorSchema = z.strictObject({
   token: z.string().min(1).nullable().default(null),
   secret: z.string().min(1).nullable().default(null),
   leaseMs: z.number().int().positive().default(DEFAULT_CLOUDQ_LEASE_MS),
+  /**
+   * How long `GET /:queue` waits for a job before answering empty, as node-cloudq 2.x does with its
+   * TIMEOUT (500 ms there); 0 answers at once, as the Mongo-era servers did.
+   */
+  longPollMs: z.number().int().nonnegative().max(300_000).default(0),
 });
 export type CloudqDoorConfig = z.output<typeof CloudqDoorSchema>;
 

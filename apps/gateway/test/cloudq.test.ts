@@ -149,6 +149,33 @@ describe("Cloudq door at / (mountAtRoot)", () => {
   });
 });
 
+describe("Cloudq long polling (doors.cloudq.longPollMs)", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await openTestGateway({ doors: { cloudq: { longPollMs: 600 } } });
+  });
+  afterAll(async () => {
+    await t.cleanup();
+  });
+
+  it("a GET on an empty queue waits out longPollMs, then answers empty", async () => {
+    const started = Date.now();
+    const empty = await t.request("GET", "/cloudq/poll-empty");
+    expect(empty.json).toEqual({ status: "empty" });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(550);
+  });
+
+  it("a job published while a GET waits is handed to that GET at once", async () => {
+    const waiting = t.request("GET", "/cloudq/poll-job");
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const started = Date.now();
+    await t.request("POST", "/cloudq/poll-job", { job: { klass: "Late", args: [1] } });
+    const got = await waiting;
+    expect(got.json).toMatchObject({ klass: "Late", args: [1] });
+    expect(Date.now() - started).toBeLessThan(450);
+  });
+});
+
 describe("Cloudq basic auth", () => {
   let t: TestGateway;
   beforeAll(async () => {

@@ -35,7 +35,7 @@ doors:
       options: { dataFormat: "yaml" },
     });
     expect(config.routes).toHaveLength(2);
-    expect(config.doors.cloudq).toEqual({ mountAtRoot: true, token: null, secret: null, leaseMs: 300_000 });
+    expect(config.doors.cloudq).toEqual({ mountAtRoot: true, token: null, secret: null, leaseMs: 300_000, longPollMs: 0 });
   });
 
   it("reads a JSON file", async () => {

@@ -103,6 +103,23 @@ async function finish(backend: Backend, queue: string, id: string): Promise<void
   throw new InvalidStateError(`job ${id} in queue ${queue} keeps changing state; try again`);
 }
 
+/** Between two looks at the queue during a long poll: short enough that a job waits little. */
+const LONG_POLL_INTERVAL_MS = 50;
+
+/**
+ * Long polling: looks again until a job comes, the wait is over or the client goes away. Polling
+ * the backend keeps the door store-agnostic and holds no job state in the gateway, so a job
+ * published through another gateway process is found as soon as one published here.
+ */
+async function waitFor(reserve: () => Promise<Job | undefined>, waitMs: number, aborted: AbortSignal): Promise<Job | undefined> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const job = await reserve();
+    if (job || aborted.aborted || Date.now() >= deadline) return job;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(LONG_POLL_INTERVAL_MS, deadline - Date.now())));
+  }
+}
+
 export interface CloudqDoorOptions {
   config: CloudqDoorConfig;
   /** Where TOKEN and SECRET are read when the config leaves them null. */
@@ -138,7 +155,9 @@ export function createCloudqDoor(router: QueueRouter, { config, env }: CloudqDoo
 
   door.get("/:queue", cloudq, auth, async (c) => {
     const queue = c.req.param("queue");
-    const [job] = await router.backendFor(queue).reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs });
+    const backend = router.backendFor(queue);
+    const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
+    const job = await waitFor(reserve, config.longPollMs, c.req.raw.signal);
     return c.json(job ? reservedBody(job) : { status: "empty" });
   });
 
