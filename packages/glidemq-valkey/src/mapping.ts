@@ -100,7 +100,8 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
   const lease =
     state !== "active"
       ? null
-      : hash.syWorker
+      : // A Switchyard lease holds only while its start is the job's current activation.
+        hash.syWorker && hash.syLeaseStart === hash.processedOn
         ? { worker: hash.syWorker, expiresAt: num(hash.syLeaseUntil) ?? 0 }
         : { worker: "glide-mq worker", expiresAt: lastActive + (Number(opts.lockDuration) || 30_000) };
   return {

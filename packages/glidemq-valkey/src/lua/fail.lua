@@ -17,7 +17,7 @@ if ARGV[6] ~= '' and (h[2] ~= ARGV[6] or h[3] ~= h[4]) then return {'LEASE_LOST'
 local entryId = ARGV[2]
 if entryId == '-' then
   -- Switchyard recorded the entry at reserve; a job someone else claimed is looked up in the stream.
-  entryId = h[5] or findEntry(KEYS[1], jobId) or ''
+  entryId = (h[3] == h[4] and h[5]) or findEntry(KEYS[1], jobId) or ''
 end
 local processedOn = tonumber(h[3]) or now
 local opts = decodeOpts(h[6])

@@ -3,7 +3,8 @@
 -- gets stalledCount+1 and a fresh stream entry, or fails once stalledCount passes maxStalledCount.
 -- KEYS: stream, events, failed, metrics:failed
 -- ARGV: group, consumer, minIdleMs, maxStalledCount, now, workerLockDuration,
---       skipLeased ('1': leave jobs under a Switchyard lease to its own expiry)
+--       skipLeased ('1': leave jobs under a Switchyard lease to its own expiry; a lease is live only
+--       while syLeaseStart == processedOn, since any later activation voids it)
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local group = ARGV[1]
 local minIdle = tonumber(ARGV[3])
@@ -29,15 +30,17 @@ for _, entry in ipairs(claimed[2] or {}) do
       expireJob(prefix, jobKey, jobId, now)
       ackAndDelete(KEYS[1], group, entryId)
     else
-      local h = redis.call('HMGET', jobKey, 'lastActive', 'opts', 'processedOn', 'name', 'syWorker')
+      local h = redis.call('HMGET', jobKey, 'lastActive', 'opts', 'processedOn', 'name', 'syWorker', 'syLeaseStart')
       local lastActive = tonumber(h[1])
-      if ARGV[7] == '1' and h[5] then lastActive = now end
+      if ARGV[7] == '1' and h[5] and h[6] == h[3] then lastActive = now end
       local threshold = tonumber(decodeOpts(h[2])['lockDuration']) or 0
       if threshold < 1000 or threshold > 86400000 then threshold = 0 end
       if threshold == 0 then threshold = workerLock > 0 and workerLock or minIdle end
       if not (lastActive and now - lastActive < threshold) then
         local stalled = redis.call('HINCRBY', jobKey, 'stalledCount', 1)
         ackAndDelete(KEYS[1], group, entryId)
+        -- Whatever Switchyard lease the job carried is void now; left behind, it would still read as held.
+        clearLease(prefix, jobKey, jobId)
         if stalled > maxStalled then
           local reason = 'job stalled more than maxStalledCount'
           redis.call('ZADD', KEYS[3], now, jobId)

@@ -63,7 +63,7 @@ local function activateJob(ctx, jobId, entryId, fromList)
     ackAndDelete(streamKey, ctx.group, entryId)
     return nil
   end
-  local state, revoked, expireAt, at = nil, nil, nil, {}
+  local state, revoked, expireAt, leaseLeft, at = nil, nil, nil, false, {}
   for i = 1, #hash, 2 do
     local field = hash[i]
     if field == 'state' then state = hash[i + 1] at.state = i + 1
@@ -71,6 +71,7 @@ local function activateJob(ctx, jobId, entryId, fromList)
     elseif field == 'expireAt' then expireAt = tonumber(hash[i + 1])
     elseif field == 'processedOn' then at.processedOn = i + 1
     elseif field == 'lastActive' then at.lastActive = i + 1
+    elseif field == 'syWorker' then leaseLeft = true
     end
   end
   if revoked == '1' then
@@ -102,6 +103,10 @@ local function activateJob(ctx, jobId, entryId, fromList)
     redis.call('HSET', jobKey, 'syWorker', ctx.leaseWorker, 'syLeaseUntil', ctx.leaseUntil, 'syLeaseStart', nowStr,
       'syEntryId', entryId)
     redis.call('ZADD', prefix .. 'sy:leases', ctx.leaseUntil, jobId)
+    hash = redis.call('HGETALL', jobKey)
+  elseif leaseLeft then
+    -- Activated without a lease: an old Switchyard lease left on the job must not read as held.
+    clearLease(prefix, jobKey, jobId)
     hash = redis.call('HGETALL', jobKey)
   end
   if fromList then

@@ -14,7 +14,7 @@ local function completeJob(prefix, jobId, entryId, returnvalue, now, group, leas
   if leaseWorker ~= '' and (h[2] ~= leaseWorker or h[3] ~= h[4]) then return {'LEASE_LOST'} end
   if entryId == '-' then
     -- Switchyard recorded the entry at reserve; a job someone else claimed is looked up in the stream.
-    entryId = h[5] or findEntry(streamKey, jobId) or ''
+    entryId = (h[3] == h[4] and h[5]) or findEntry(streamKey, jobId) or ''
   end
   local processedOn = tonumber(h[3]) or now
   local nowStr = tostring(now)
