@@ -60,6 +60,10 @@ export const QLESS_CAPABILITIES: Capabilities = {
 const isOffset = (value: unknown): value is { offset: number } =>
   typeof value === "object" && value !== null && Number.isInteger((value as { offset?: unknown }).offset);
 
+/** An export cursor: the last jid handed out (export pages go by jid order). */
+const isAfterJid = (value: unknown): value is { after: string } =>
+  typeof value === "object" && value !== null && typeof (value as { after?: unknown }).after === "string";
+
 function checkQueue(queue: string): string {
   if (typeof queue !== "string" || queue.length === 0) throw new ValidationError("qless-redis: queue name must not be empty");
   return queue;
@@ -89,7 +93,7 @@ export function createQlessBackend(options: QlessBackendOptions) {
   }
 
   async function page(command: string, queue: string, limit: number, cursor: string | undefined, ...args: string[]) {
-    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError("qless-redis: limit must be a positive integer");
+    checkLimit(limit);
     const offset = decodeCursor(cursor, isOffset)?.offset ?? 0;
     const reply = JSON.parse((await call(command, queue, ...args, offset, limit)) as string) as {
       docs: SwitchyardDocument[] | Record<string, never>;
@@ -99,6 +103,10 @@ export function createQlessBackend(options: QlessBackendOptions) {
       items: list(reply.docs).map((doc) => toCoreJob(doc, queue)),
       cursor: reply.more ? encodeCursor({ offset: offset + limit }) : null,
     };
+  }
+
+  function checkLimit(limit: number) {
+    if (!Number.isInteger(limit) || limit < 1) throw new ValidationError("qless-redis: limit must be a positive integer");
   }
 
   async function mustGet(queue: string, id: string): Promise<Job> {
@@ -246,7 +254,17 @@ export function createQlessBackend(options: QlessBackendOptions) {
     },
 
     async export(queue: string, { limit = 100, cursor }: ExportOptions = {}) {
-      return page("switchyard.export", queue, limit, cursor);
+      checkLimit(limit);
+      const after = decodeCursor(cursor, isAfterJid)?.after ?? "";
+      const reply = JSON.parse((await call("switchyard.export", queue, after, limit)) as string) as {
+        docs: SwitchyardDocument[] | Record<string, never>;
+        more: boolean;
+        last?: string;
+      };
+      return {
+        items: list(reply.docs).map((doc) => toCoreJob(doc, queue)),
+        cursor: reply.more && reply.last ? encodeCursor({ after: reply.last }) : null,
+      };
     },
 
     async import(queue: string, jobs: Job[]): Promise<ImportResult> {

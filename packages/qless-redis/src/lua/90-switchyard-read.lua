@@ -131,19 +131,24 @@ API['switchyard.counts'] = function(now, queue)
   })
 end
 
--- Every job of the queue in every state, ordered by jid so pages are stable.
-API['switchyard.export'] = function(now, queue, offset, count)
+-- Every job of the queue in every state, sorted by jid. A page is the first `count` jids after
+-- the last jid of the previous page (`after`, '' for the first page), so a job deleted or moved
+-- between two pages never shifts another one out of the export.
+API['switchyard.export'] = function(now, queue, after, count)
+  count = tonumber(count)
   local seen, all = {}, {}
   for _, state in ipairs({ 'waiting', 'delayed', 'active', 'blocked', 'failed', 'completed' }) do
     for _, jid in ipairs(jids_in_state(queue, state)) do
-      if not seen[jid] then
+      if not seen[jid] and jid > after then
         seen[jid] = true
         all[#all + 1] = jid
       end
     end
   end
   table.sort(all)
-  return cjson.encode(page_of(all, tonumber(offset), tonumber(count)))
+  local page = page_of(all, 0, count)
+  page.last = all[math.min(#all, count)]
+  return cjson.encode(page)
 end
 
 API['switchyard.queues'] = function(now)
