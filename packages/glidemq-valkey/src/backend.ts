@@ -234,6 +234,8 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
           Math.random(),
           failOptions.error.group ?? "",
           "1",
+          // Core attempts count stalls (expired leases) as handouts too: retry only while those remain.
+          "1",
         ],
       )) as Reply;
       throwRefusal(reply, queue, id);

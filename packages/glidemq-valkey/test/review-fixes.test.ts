@@ -91,3 +91,44 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
     }
   });
 });
+
+describe("glidemq-valkey: maxAttempts bounds the handouts, expired leases included", () => {
+  it("a job whose first lease ran out and whose second run fails is failed for good at maxAttempts 2, never handed out a third time", async () => {
+    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const { job } = await backend.enqueue(queue, { name: "a", data: 1, maxAttempts: 2 });
+      const [first] = await backend.reserve(queue, { worker: "w1", leaseMs: 30 });
+      expect(first?.attempts).toBe(1);
+      await sleep(60);
+      const [second] = await backend.reserve(queue, { worker: "w2", leaseMs: 30_000 });
+      expect(second?.id).toBe(job.id);
+      expect(second?.attempts).toBe(2);
+      const afterFail = await backend.fail(queue, job.id, { worker: "w2", error: { message: "boom" } });
+      expect(afterFail.state).toBe("failed");
+      expect(await probe.zscore(queueKeys(queue).failed, job.id)).not.toBeNull();
+      expect(await probe.zscore(queueKeys(queue).scheduled, job.id)).toBeNull();
+      expect(await backend.reserve(queue, { worker: "w3", leaseMs: 30_000 })).toHaveLength(0);
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("a GlideConsumer keeps glide-mq's rule: a stall does not use up one of opts.attempts on fail", async () => {
+    const client = new Redis(url);
+    try {
+      const queue = newQueue();
+      const keys = queueKeys(queue);
+      const backend = createGlideMqBackend({ redis: client }, { stalledRecovery: false });
+      const { job } = await backend.enqueue(queue, { name: "a", data: 1, maxAttempts: 2 });
+      await probe.hset(keys.job(job.id), "stalledCount", "1");
+      const glide = new GlideConsumer(client, queue);
+      const [claimed] = await glide.reserve(1);
+      expect(claimed?.id).toBe(job.id);
+      expect(await glide.fail(claimed!, "boom")).toBe("retrying");
+    } finally {
+      client.disconnect();
+    }
+  });
+});

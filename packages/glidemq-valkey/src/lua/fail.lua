@@ -3,14 +3,16 @@
 -- KEYS: stream, failed, scheduled, events, job, metrics:failed, list-active
 -- ARGV: jobId, entryId ('-' = the one Switchyard recorded), failedReason, now, group,
 --       leaseWorker ('' = no check), retry (1/0), backoffOverride ('' = from opts.backoff), random (jitter),
---       errorGroup ('' = none), snapshot (1/0)
+--       errorGroup ('' = none), snapshot (1/0),
+--       countStalls ('1': attempts used = attemptsMade + stalledCount, Switchyard's count of handouts,
+--       since its reserve counts an expired lease as a stall; otherwise glide-mq's attemptsMade alone)
 -- Returns {'retrying', delayMs} | {'failed', finishedHash ({} unless snapshot is asked for)} | {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}
 local jobKey = KEYS[5]
 local jobId = ARGV[1]
 local prefix = string.sub(jobKey, 1, #jobKey - #('job:' .. jobId))
 local now = tonumber(ARGV[4])
 local h = redis.call('HMGET', jobKey, 'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts',
-  'maxAttempts', 'priority', 'attemptsMade')
+  'maxAttempts', 'priority', 'attemptsMade', 'stalledCount')
 if not h[1] then return {'NOT_FOUND'} end
 if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
 if ARGV[6] ~= '' and (h[2] ~= ARGV[6] or h[3] ~= h[4]) then return {'LEASE_LOST'} end
@@ -31,7 +33,9 @@ if h[2] then clearLease(prefix, jobKey, jobId) end
 if ARGV[10] ~= '' then redis.call('HSET', jobKey, 'syErrorGroup', ARGV[10]) else redis.call('HDEL', jobKey, 'syErrorGroup') end
 if entryId == '' then decrListActive(KEYS[7]) end
 
-if maxAttempts > 0 and attemptsMade < maxAttempts then
+local used = attemptsMade
+if ARGV[12] == '1' then used = attemptsMade + (tonumber(h[10]) or 0) end
+if maxAttempts > 0 and used < maxAttempts then
   local delay = tonumber(ARGV[8])
   if not delay then
     delay = 0
