@@ -54,17 +54,20 @@ function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRe
   };
 }
 
-/** One UPDATE over a locked, skip-locked CTE: concurrent claimers pass each other's rows by. */
+/**
+ * One UPDATE over a locked, skip-locked CTE: concurrent claimers pass each other's rows by. Built as
+ * one query with bindings (never as text): the pg client rewrites every `?` of a raw text into `$n`,
+ * even inside quoted strings, so a `?` in a queue or worker name would break a text-built claim.
+ */
 async function claimPostgres(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
   const { knex } = store;
   const picked = candidates(store, knex, request).forUpdate().skipLocked();
-  const values = claimValues(store, knex, request, lock);
-  const update = knex(store.table)
-    .update(values)
+  const result = await knex(store.table)
+    .withMaterialized("picked", picked)
+    .update(claimValues(store, knex, request, lock))
     .whereRaw("?? in (select id from picked)", [`${store.table}.id`])
     .returning("*");
-  const result = await knex.raw(`with picked as materialized (${picked.toQuery()}) ${update.toQuery()}`);
-  return result.rows as JobRow[];
+  return result as unknown as JobRow[];
 }
 
 /** MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a transaction, then take them. */
