@@ -25,7 +25,7 @@ import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
-import { loadJobs, pageJobs, queueNames } from "./listing.js";
+import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
 import { toJob, toNewJob } from "./mapping.js";
 import { importJobs } from "./migration.js";
 import { GlideProducer } from "./producer.js";
@@ -291,7 +291,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
 
     async export(queue, exportOptions: ExportOptions = {}): Promise<Page<Job>> {
       const redis = await ready();
-      return pageJobs(redis, queue, keysOf(queue), null, exportOptions.limit ?? 100, exportOptions.cursor);
+      return exportJobs(redis, queue, keysOf(queue), exportOptions.limit ?? 100, exportOptions.cursor);
     },
 
     async import(queue, jobs: Job[]): Promise<ImportResult> {

@@ -1,5 +1,5 @@
 import type { Job, JobState, Page } from "@switchyard/core";
-import { decodeCursor, encodeCursor } from "@switchyard/core";
+import { BackendUnavailableError, decodeCursor, encodeCursor } from "@switchyard/core";
 import type { Redis } from "ioredis";
 import type { QueueKeys } from "./keys.js";
 import { toJob } from "./mapping.js";
@@ -106,6 +106,72 @@ export async function pageJobs(
     position = done ? { s: position.s + 1, p: "" } : { s: position.s, p: next };
   }
   return { items, cursor: position.s < sources.length ? encodeCursor(position) : null };
+}
+
+/**
+ * Export position: a SCAN cursor of the queue's `job:*` keys, and the ids already returned from the
+ * batch that SCAN cursor starts (a batch larger than the page is read again and its returned ids skipped).
+ */
+interface ScanPosition {
+  c: string;
+  k: string[];
+}
+const isScanPosition = (v: unknown): v is ScanPosition =>
+  typeof v === "object" &&
+  v !== null &&
+  typeof (v as ScanPosition).c === "string" &&
+  /^\d+$/.test((v as ScanPosition).c) &&
+  Array.isArray((v as ScanPosition).k) &&
+  (v as ScanPosition).k.every((id) => typeof id === "string");
+
+/** SCAN fewer keys than this per round trip and a queue in a large database takes too many of them. */
+const MIN_SCAN_COUNT = 200;
+
+const escapeGlob = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&");
+
+/** The node that holds a key: the client itself, or on a cluster the primary owning the key's slot. */
+async function nodeOfKey(client: RedisClient, key: string): Promise<Redis> {
+  if (!isCluster(client)) return client as Redis;
+  const slot = Number(await client.cluster("KEYSLOT", key));
+  const owner = client.slots[slot]?.[0];
+  const node = client.nodes("master").find((n) => `${n.options.host}:${n.options.port}` === owner);
+  if (!node) throw new BackendUnavailableError(`glidemq-valkey: no primary known for slot ${slot} of ${key}`);
+  return node;
+}
+
+/**
+ * One export page, every state: SCAN of the queue's job hashes (`<prefix>:{q}:job:<id>`), so a job that
+ * moves between glide-mq's structures while the export pages (promotion, a claim, a retry) is still
+ * found; SCAN guarantees every key present from the first page to the last is returned at least once.
+ * A job may appear on two pages (import skips ids it already has), never twice on one.
+ */
+export async function exportJobs(
+  client: RedisClient,
+  queue: string,
+  keys: QueueKeys,
+  limit: number,
+  cursor: string | undefined,
+): Promise<Page<Job>> {
+  const jobPrefix = keys.job("");
+  const node = await nodeOfKey(client, jobPrefix);
+  let position: ScanPosition = decodeCursor(cursor, isScanPosition) ?? { c: "0", k: [] };
+  const items: Job[] = [];
+  const seen = new Set<string>();
+  let started = cursor !== undefined && cursor !== "";
+  while (items.length < limit && !(started && position.c === "0" && position.k.length === 0)) {
+    started = true;
+    const [next, found] = await node.scan(position.c, "MATCH", `${escapeGlob(jobPrefix)}*`, "COUNT", Math.max(limit, MIN_SCAN_COUNT));
+    const skip = new Set(position.k);
+    // job:<id> only: glide-mq ids have no colon, so a longer key is not a job hash.
+    const ids = found.map((key) => key.slice(jobPrefix.length)).filter((id) => id !== "" && !id.includes(":") && !skip.has(id));
+    const fresh = ids.filter((id) => !seen.has(id));
+    const taken = fresh.slice(0, limit - items.length);
+    for (const loaded of await loadJobs(client, queue, keys, taken)) if (loaded) items.push(loaded.job);
+    for (const id of taken) seen.add(id);
+    position = taken.length < fresh.length ? { c: position.c, k: [...position.k, ...taken] } : { c: next, k: [] };
+  }
+  const finished = position.c === "0" && position.k.length === 0;
+  return { items, cursor: finished ? null : encodeCursor(position) };
 }
 
 /** Queue names that have any of glide-mq's queue-level keys, on every primary of a cluster. */

@@ -132,3 +132,88 @@ describe("glidemq-valkey: maxAttempts bounds the handouts, expired leases includ
     }
   });
 });
+
+async function exportAllPages(
+  backend: ReturnType<typeof createGlideMqBackend>,
+  queue: string,
+  limit: number,
+  between?: () => Promise<void>,
+) {
+  const pages: string[][] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < 1000; i++) {
+    const page = await backend.export(queue, cursor === undefined ? { limit } : { limit, cursor });
+    pages.push(page.items.map((j) => j.id));
+    if (page.cursor === null) return pages;
+    cursor = page.cursor;
+    if (i === 0 && between) await between();
+  }
+  throw new Error("export() never returned a null cursor");
+}
+
+describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
+  it("a job that a glide-mq worker's promotion moves from `scheduled` to the priority list between two pages is still exported", async () => {
+    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const client = new Redis(url);
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const w = (await backend.enqueue(queue, { name: "w", data: 1 })).job;
+      const x = (await backend.enqueue(queue, { name: "x", data: 1, priority: 5, delay: 100 })).job;
+      const z = (await backend.enqueue(queue, { name: "z", data: 1, delay: 60_000 })).job;
+      const pages = await exportAllPages(backend, queue, 2, async () => {
+        await sleep(150);
+        expect(await new GlideConsumer(client, queue).promote()).toBe(1);
+        expect(await probe.lrange(queueKeys(queue).priority, 0, -1)).toEqual([x.id]);
+      });
+      expect([...new Set(pages.flat())].sort()).toEqual([w.id, x.id, z.id].sort());
+    } finally {
+      client.disconnect();
+      await backend.close();
+    }
+  });
+
+  it("pages hold at most `limit` jobs, never one id twice, and together every job of the queue (and no other key)", async () => {
+    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const created = await backend.enqueueBulk(
+        queue,
+        Array.from({ length: 25 }, (_, i) => ({ name: `j${i}`, data: i, ...(i % 3 === 1 ? { delay: 60_000 } : {}) })),
+      );
+      const ids = created.map((r) => r.job.id);
+      // A non-hash key under job: must not break the export or appear in it.
+      await probe.set(`${queueKeys(queue).job(ids[0]!)}:logs`, "x");
+      for (const limit of [1, 3, 100]) {
+        const pages = await exportAllPages(backend, queue, limit);
+        for (const page of pages) {
+          expect(page.length).toBeLessThanOrEqual(limit);
+          expect(new Set(page).size).toBe(page.length);
+        }
+        expect([...new Set(pages.flat())].sort()).toEqual([...ids].sort());
+      }
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("an active job a glide-mq consumer claimed from the priority list (in no Switchyard index) is exported", async () => {
+    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const client = new Redis(url);
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const { job } = await backend.enqueue(queue, { name: "p", data: 1, priority: 3 });
+      const glide = new GlideConsumer(client, queue);
+      await glide.promote();
+      expect((await glide.reserve(1))[0]?.id).toBe(job.id);
+      const page = await backend.export(queue, { limit: 10 });
+      expect(page.items.map((j) => [j.id, j.state])).toEqual([[job.id, "active"]]);
+      expect(page.cursor).toBeNull();
+    } finally {
+      client.disconnect();
+      await backend.close();
+    }
+  });
+});
