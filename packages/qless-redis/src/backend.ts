@@ -29,7 +29,7 @@ import {
 import { translateError } from "./errors.js";
 import { type SwitchyardDocument, type SwitchyardMeta, list, toCoreJob, toImportRecord } from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
-import { type QlessReply, callQless, qlessScript } from "./script.js";
+import { type QlessReply, callQless, formatNow, qlessScript } from "./script.js";
 
 let lastNow = 0;
 
@@ -115,31 +115,42 @@ export function createQlessBackend(options: QlessBackendOptions) {
     return job;
   }
 
-  async function enqueueNormalized(queue: string, input: ReturnType<typeof normalizeEnqueueInput>): Promise<EnqueueResult> {
-    const now = Date.now();
+  /** One job as switchyard.enqueue-many takes it: every value a string, as qless's put reads its argv. */
+  function enqueueRecord(input: ReturnType<typeof normalizeEnqueueInput>, now: number) {
     const runAt = runAtOf(input, now);
     const meta: SwitchyardMeta = {};
     if (input.backoff) meta.backoff = input.backoff;
     if (input.uniqueKey) meta.uniqueKey = input.uniqueKey;
     if (input.native && Object.keys(input.native).length > 0) meta.native = input.native;
-    const jid = input.id ?? randomUUID().replaceAll("-", "");
-    const reply = (await call(
-      "switchyard.enqueue",
-      queue,
-      jid,
-      input.name,
-      JSON.stringify(input.data),
-      runAt === null ? 0 : (runAt - now) / 1000,
-      input.priority,
-      JSON.stringify(input.tags),
-      input.maxAttempts - 1,
-      JSON.stringify(input.dependsOn),
-      input.uniqueKey ?? "",
-      Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
-    )) as [number, string];
-    const job = await backend.get(queue, reply[1]);
-    if (!job) throw new ConflictError(`qless-redis: job id ${reply[1]} is taken by a job of another queue`);
-    return { job, created: reply[0] === 1 };
+    return {
+      // Each put has its own instant, as separate puts would: equal priorities keep batch order.
+      now: formatNow(monotonicNow()),
+      jid: input.id ?? randomUUID().replaceAll("-", ""),
+      klass: input.name,
+      data: JSON.stringify(input.data),
+      delay: String(runAt === null ? 0 : (runAt - now) / 1000),
+      priority: String(input.priority),
+      tags: JSON.stringify(input.tags),
+      retries: String(input.maxAttempts - 1),
+      depends: JSON.stringify(input.dependsOn),
+      unique: input.uniqueKey ?? "",
+      meta: Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
+    };
+  }
+
+  /**
+   * Enqueues the whole batch in one script call, which decides every job before it writes any:
+   * all are written or (on a jid another queue uses) none. The documents come back from the
+   * same call, so nothing can change the jobs between the write and the answer.
+   */
+  async function enqueueMany(queue: string, inputs: ReturnType<typeof normalizeEnqueueInput>[]): Promise<EnqueueResult[]> {
+    if (inputs.length === 0) return [];
+    const now = Date.now();
+    const records = inputs.map((input) => enqueueRecord(input, now));
+    const reply = JSON.parse((await call("switchyard.enqueue-many", queue, JSON.stringify(records))) as string) as
+      | Array<{ created: number; doc: SwitchyardDocument }>
+      | Record<string, never>;
+    return list(reply).map(({ created, doc }) => ({ job: toCoreJob(doc, queue), created: created === 1 }));
   }
 
   const backend = {
@@ -165,15 +176,16 @@ export function createQlessBackend(options: QlessBackendOptions) {
     },
 
     async enqueue(queue: string, input: EnqueueInput) {
-      return enqueueNormalized(checkQueue(queue), normalizeEnqueueInput(input));
+      const [result] = await enqueueMany(checkQueue(queue), [normalizeEnqueueInput(input)]);
+      return result as EnqueueResult;
     },
 
     async enqueueBulk(queue: string, inputs: EnqueueInput[]) {
       checkQueue(queue);
-      const normalized = inputs.map((input) => normalizeEnqueueInput(input));
-      const results: EnqueueResult[] = [];
-      for (const input of normalized) results.push(await enqueueNormalized(queue, input));
-      return results;
+      return enqueueMany(
+        queue,
+        inputs.map((input) => normalizeEnqueueInput(input)),
+      );
     },
 
     async reserve(queue: string, { worker, count = 1, leaseMs = DEFAULT_LEASE_MS }: ReserveOptions) {

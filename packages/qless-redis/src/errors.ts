@@ -1,5 +1,6 @@
 import {
   BackendUnavailableError,
+  ConflictError,
   InvalidStateError,
   LeaseLostError,
   NotFoundError,
@@ -10,6 +11,7 @@ import { QlessScriptError } from "./script.js";
 
 /** qless error texts (see the spec) mapped to the core's typed errors, first match wins. */
 const RULES: Array<[RegExp, (message: string) => SwitchyardError]> = [
+  [/is taken by a job of another queue/, (m) => new ConflictError(m)],
   [/does not exist|running in another queue/, (m) => new NotFoundError(m)],
   [/another worker/, (m) => new LeaseLostError(m)],
   [/not currently running|not running|not currently cancelable|not in the depends state/, (m) => new InvalidStateError(m)],

@@ -52,3 +52,50 @@ describe("qless-redis export paging", () => {
     await expect(backend.export(queue, { limit: 1, cursor: "not-a-cursor" })).rejects.toMatchObject({ code: "VALIDATION" });
   });
 });
+
+describe("qless-redis enqueueBulk", () => {
+  it("enqueueBulk is all-or-nothing: a jid taken in another queue fails the batch and writes none of it", async () => {
+    const [other, queue] = [`bulk-${rnd()}`, `bulk-${rnd()}`];
+    const [taken, fresh] = [`taken-${rnd()}`, `fresh-${rnd()}`];
+    await backend.enqueue(other, { name: "x", data: 1, id: taken });
+    await expect(
+      backend.enqueueBulk(queue, [
+        { name: "first", data: 1, id: fresh, uniqueKey: `k-${fresh}` },
+        { name: "second", data: 2, id: taken },
+      ]),
+    ).rejects.toMatchObject({ code: "CONFLICT" });
+    expect(await backend.get(queue, fresh)).toBeNull();
+    expect(await redis.exists(`ql:j:${fresh}`, `ql:j:${fresh}-history`)).toBe(0);
+    expect(await redis.zcard(`ql:q:${queue}-work`)).toBe(0);
+    expect(await redis.exists(`ql:sy:unique:${queue}`)).toBe(0);
+    expect((await backend.get(other, taken))?.queue).toBe(other);
+  });
+
+  it("enqueueBulk answers a later item with a unique key or id an earlier item of the batch took", async () => {
+    const queue = `bulk-${rnd()}`;
+    const results = await backend.enqueueBulk(queue, [
+      { name: "a", data: 1, id: `a-${queue}`, uniqueKey: "k" },
+      { name: "b", data: 2, id: `b-${queue}`, uniqueKey: "k" },
+      { name: "c", data: 3, id: `a-${queue}` },
+    ]);
+    expect(results.map((r) => [r.job.id, r.created])).toEqual([
+      [`a-${queue}`, true],
+      [`a-${queue}`, false],
+      [`a-${queue}`, false],
+    ]);
+    expect(await redis.exists(`ql:j:b-${queue}`)).toBe(0);
+    expect(await redis.hget(`ql:sy:unique:${queue}`, "k")).toBe(`a-${queue}`);
+    expect(results[0]?.job).toMatchObject({ state: "waiting", name: "a", data: 1, uniqueKey: "k" });
+  });
+
+  it("enqueueBulk writes its jobs in order, so a job may depend on an earlier one of the same batch", async () => {
+    const queue = `bulk-${rnd()}`;
+    const [first, second] = await backend.enqueueBulk(queue, [
+      { name: "a", data: 1, id: `a-${queue}` },
+      { name: "b", data: 2, id: `b-${queue}`, dependsOn: [`a-${queue}`] },
+    ]);
+    expect(first?.job.state).toBe("waiting");
+    expect(second?.job.state).toBe("blocked");
+    expect(await redis.smembers(`ql:j:a-${queue}-dependents`)).toEqual([`b-${queue}`]);
+  });
+});

@@ -40,27 +40,62 @@ local function release_unique(queue, jid)
   end
 end
 
--- Creates a job unless its jid (or its unique key in this queue) is taken: answers
--- [1, jid] when created, [0, existing jid] when not.
-API['switchyard.enqueue'] = function(now, queue, jid, klass, data, delay, priority, tags, retries, depends, unique, meta)
-  if unique ~= '' then
-    local existing = unique_holder(queue, unique)
-    if existing then
-      return { 0, existing }
+-- Enqueues a batch, all or nothing. `items` is a JSON array of
+-- {now, jid, klass, data, delay, priority, tags, retries, depends, unique, meta}, every value a
+-- string as put takes it; `now` is the item's own put time, so equal priorities keep batch order.
+-- Each job is created unless its unique key (in this queue) or its jid is taken already, by an
+-- existing job or an earlier item of the batch; then the holder answers. A jid of another queue
+-- is an error. Every item is decided before anything is written, because a script
+-- error does not undo the writes made before it. Answers [{created = 1|0, doc = document}, ...].
+API['switchyard.enqueue-many'] = function(now, queue, items_json)
+  local items = cjson.decode(items_json)
+  local answer_jid, creates = {}, {}
+  local batch_jids, batch_unique = {}, {}
+  for i, item in ipairs(items) do
+    local existing = nil
+    if item.unique ~= '' then
+      existing = unique_holder(queue, item.unique) or batch_unique[item.unique]
+    end
+    if not existing and batch_jids[item.jid] then
+      existing = item.jid
+    elseif not existing and job_exists(item.jid) then
+      if not in_queue(item.jid, queue) then
+        error('Enqueue(): Job ' .. item.jid .. ' is taken by a job of another queue')
+      end
+      existing = item.jid
+    end
+    if not existing then
+      local ok, decoded = pcall(cjson.decode, item.data)
+      if not ok or not decoded then
+        error('Put(): Arg "data" missing or not JSON: ' .. tostring(item.data))
+      end
+      batch_jids[item.jid] = true
+      if item.unique ~= '' then
+        batch_unique[item.unique] = item.jid
+      end
+      creates[i] = true
+    end
+    answer_jid[i] = existing or item.jid
+  end
+
+  for i, item in ipairs(items) do
+    if creates[i] then
+      Q.put(tonumber(item.now), '', queue, item.jid, item.klass, item.data, item.delay, 'priority', item.priority,
+        'tags', item.tags, 'retries', item.retries, 'depends', item.depends)
+      if item.meta ~= '' then
+        redis.call('hset', job_key(item.jid), SY_META, item.meta)
+      end
+      if item.unique ~= '' then
+        redis.call('hset', unique_hash(queue), item.unique, item.jid)
+      end
     end
   end
-  if job_exists(jid) then
-    return { 0, jid }
+
+  local answers = {}
+  for i = 1, #items do
+    answers[i] = { created = creates[i] and 1 or 0, doc = sy_document(answer_jid[i]) }
   end
-  Q.put(now, '', queue, jid, klass, data, delay, 'priority', priority, 'tags', tags, 'retries', retries,
-    'depends', depends)
-  if meta ~= '' then
-    redis.call('hset', job_key(jid), SY_META, meta)
-  end
-  if unique ~= '' then
-    redis.call('hset', unique_hash(queue), unique, jid)
-  end
-  return { 1, jid }
+  return cjson.encode(answers)
 end
 
 API['switchyard.pop'] = function(now, queue, worker, count, lease_seconds)
