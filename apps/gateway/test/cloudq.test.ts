@@ -174,6 +174,17 @@ describe("Cloudq long polling (doors.cloudq.longPollMs)", () => {
     expect(got.json).toMatchObject({ klass: "Late", args: [1] });
     expect(Date.now() - started).toBeLessThan(450);
   });
+
+  it("a GET whose client went away stops waiting and reserves nothing it could not hand over", async () => {
+    const client = new AbortController();
+    const abandoned = t.gateway.app.request("/cloudq/poll-gone", { signal: client.signal });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    client.abort();
+    await t.request("POST", "/cloudq/poll-gone", { job: { klass: "Kept", args: [] } });
+    await Promise.resolve(abandoned).catch(() => undefined);
+    const next = await t.request("GET", "/cloudq/poll-gone");
+    expect(next.json).toMatchObject({ klass: "Kept" });
+  });
 });
 
 describe("Cloudq basic auth", () => {

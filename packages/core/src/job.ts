@@ -12,10 +12,13 @@ export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
   z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonSchema), z.record(z.string(), JsonSchema)]),
 );
 
+/** The longest wait a delay or a backoff may ask for (a year); later runs take an explicit runAt. */
+export const MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000;
+
 export const BackoffSchema = z.object({
   type: z.enum(["fixed", "exponential"]),
   /** Base delay in milliseconds: fixed waits `delay`, exponential waits `delay * 2^(attempts-1)`. */
-  delay: z.number().int().nonnegative(),
+  delay: z.number().int().nonnegative().max(MAX_DELAY_MS),
 });
 export type Backoff = z.infer<typeof BackoffSchema>;
 
@@ -64,26 +67,31 @@ export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_MS = 60_000;
 
 /** What a producer may say about a new job. Every field but `name` has a default. */
-export const EnqueueInputSchema = z.object({
-  id: z.string().min(1).max(256).optional(),
-  name: z.string().min(1).max(255),
-  data: JsonSchema.default(null),
-  priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
-  /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
-  delay: z.number().int().nonnegative().optional(),
-  runAt: z.number().int().nonnegative().optional(),
-  maxAttempts: z.number().int().positive().max(1_000_000).default(DEFAULT_MAX_ATTEMPTS),
-  backoff: BackoffSchema.nullable().default(null),
-  tags: z.array(z.string().min(1)).default([]),
-  dependsOn: z.array(z.string().min(1)).default([]),
-  uniqueKey: z.string().min(1).max(255).optional(),
-  /**
-   * Fields of the producer's protocol with no core meaning (a Cloudq job's extra keys, a glide-mq
-   * `opts` object...). An adapter of the same system stores them natively; any other keeps them
-   * with its own extras, so they come back in `Job.native`.
-   */
-  native: z.record(z.string(), z.unknown()).optional(),
-});
+export const EnqueueInputSchema = z
+  .object({
+    id: z.string().min(1).max(255).optional(),
+    name: z.string().min(1).max(255),
+    data: JsonSchema.default(null),
+    priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
+    /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
+    delay: z.number().int().nonnegative().max(MAX_DELAY_MS).optional(),
+    runAt: z.number().int().nonnegative().optional(),
+    maxAttempts: z.number().int().positive().max(1_000_000).default(DEFAULT_MAX_ATTEMPTS),
+    backoff: BackoffSchema.nullable().default(null),
+    tags: z.array(z.string().min(1)).default([]),
+    dependsOn: z.array(z.string().min(1)).default([]),
+    uniqueKey: z.string().min(1).max(255).optional(),
+    /**
+     * Fields of the producer's protocol with no core meaning (a Cloudq job's extra keys, a glide-mq
+     * `opts` object...). An adapter of the same system stores them natively; any other keeps them
+     * with its own extras, so they come back in `Job.native`.
+     */
+    native: z.record(z.string(), z.unknown()).optional(),
+  })
+  .refine((input) => input.delay === undefined || input.runAt === undefined, {
+    message: "give delay or runAt, not both",
+    path: ["runAt"],
+  });
 export type EnqueueInput = z.input<typeof EnqueueInputSchema>;
 export type NormalizedEnqueueInput = z.output<typeof EnqueueInputSchema>;
 
@@ -99,11 +107,11 @@ export function runAtOf(input: NormalizedEnqueueInput, now: number): number | nu
   return null;
 }
 
-/** Milliseconds to wait before retry number `attempts` (1-based) under a backoff policy. */
+/** Milliseconds to wait before retry number `attempts` (1-based) under a backoff policy, at most MAX_DELAY_MS. */
 export function backoffDelay(backoff: Backoff | null, attempts: number): number {
   if (!backoff) return 0;
   if (backoff.type === "fixed") return backoff.delay;
-  return backoff.delay * 2 ** Math.max(0, attempts - 1);
+  return Math.min(MAX_DELAY_MS, backoff.delay * 2 ** Math.max(0, attempts - 1));
 }
 
 /** The names under which adapters keep their own system's fields in `Job.native`. */

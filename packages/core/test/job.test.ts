@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   DEFAULT_MAX_ATTEMPTS,
+  MAX_DELAY_MS,
   ValidationError,
   backoffDelay,
   decodeCursor,
@@ -27,6 +28,12 @@ describe("normalizeEnqueueInput", () => {
     expect(() => normalizeEnqueueInput({ name: "" })).toThrow(/name/);
   });
 
+  it("rejects a delay and a runAt together, and an id longer than 255 characters", () => {
+    expect(() => normalizeEnqueueInput({ name: "x", delay: 5, runAt: 1 })).toThrow(/delay or runAt/);
+    expect(() => normalizeEnqueueInput({ name: "x", id: "i".repeat(256) })).toThrow(/id/);
+    expect(normalizeEnqueueInput({ name: "x", id: "i".repeat(255) }).id).toHaveLength(255);
+  });
+
   it("rejects data that is not JSON (a function) and a fractional priority", () => {
     expect(() => normalizeEnqueueInput({ name: "x", data: (() => 1) as never })).toThrow(/data/);
     expect(() => normalizeEnqueueInput({ name: "x", priority: 1.5 })).toThrow(/priority/);
@@ -48,6 +55,7 @@ describe("backoffDelay", () => {
     expect(backoffDelay({ type: "fixed", delay: 100 }, 3)).toBe(100);
     expect([1, 2, 3].map((n) => backoffDelay({ type: "exponential", delay: 100 }, n))).toEqual([100, 200, 400]);
     expect(backoffDelay(null, 2)).toBe(0);
+    expect(backoffDelay({ type: "exponential", delay: 1000 }, 1_000_000)).toBe(MAX_DELAY_MS);
   });
 });
 

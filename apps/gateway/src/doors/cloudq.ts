@@ -114,8 +114,10 @@ const LONG_POLL_INTERVAL_MS = 50;
 async function waitFor(reserve: () => Promise<Job | undefined>, waitMs: number, aborted: AbortSignal): Promise<Job | undefined> {
   const deadline = Date.now() + waitMs;
   for (;;) {
+    // Looked at before reserving: a job reserved for a client that has gone would sit out its lease.
+    if (aborted.aborted) return undefined;
     const job = await reserve();
-    if (job || aborted.aborted || Date.now() >= deadline) return job;
+    if (job || Date.now() >= deadline) return job;
     await new Promise((resolve) => setTimeout(resolve, Math.min(LONG_POLL_INTERVAL_MS, deadline - Date.now())));
   }
 }

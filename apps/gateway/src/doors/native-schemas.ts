@@ -1,4 +1,4 @@
-import { EnqueueInputSchema, JOB_STATES, JobErrorSchema, JobSchema, JobStateSchema, JsonSchema } from "@switchyard/core";
+import { EnqueueInputSchema, JOB_STATES, JobErrorSchema, JobSchema, JobStateSchema, JsonSchema, MAX_DELAY_MS } from "@switchyard/core";
 import { z } from "zod";
 
 /**
@@ -29,7 +29,13 @@ export const FailBody = z.strictObject({
   worker: Worker.optional(),
   error: JobErrorSchema,
   retry: z.boolean().optional().describe("false fails for good at once; otherwise the job retries while attempts remain."),
-  retryDelay: z.number().int().nonnegative().optional().describe("Overrides the job's backoff for this retry, in milliseconds."),
+  retryDelay: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_DELAY_MS)
+    .optional()
+    .describe("Overrides the job's backoff for this retry, in milliseconds."),
 });
 
 export const ListQuery = z.strictObject({
