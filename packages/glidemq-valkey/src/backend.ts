@@ -24,6 +24,7 @@ import {
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import { guardOperations } from "./errors.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
 import { toJob, toNewJob } from "./mapping.js";
@@ -131,7 +132,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     });
   }
 
-  return {
+  return guardOperations({
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 
@@ -297,5 +298,5 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     async import(queue, jobs: Job[]): Promise<ImportResult> {
       return importJobs(await ready(), keysOf(queue), jobs);
     },
-  } satisfies Backend & { setProgress: NonNullable<Backend["setProgress"]> };
+  } satisfies Backend & { setProgress: NonNullable<Backend["setProgress"]> });
 }

@@ -1,3 +1,4 @@
+import { ValidationError } from "@switchyard/core";
 import type { QueueKeys } from "./keys.js";
 import type { AddOutcome } from "./producer.js";
 import type { RedisClient } from "./scripts.js";
@@ -41,6 +42,7 @@ export async function addThroughGlide(client: RedisClient, keys: QueueKeys, args
     const record = (await client.hget(keys.dedup, dedupId)) ?? "";
     return { status: "skipped", id: record.slice(0, record.indexOf(":")) };
   }
-  if (reply.startsWith("ERR:")) throw new Error(`glidemq-valkey: glide-mq refused the job: ${reply}`);
+  // glide-mq's addJob answers ERR:<reason> for a job its rules refuse (options, ids): the caller's input.
+  if (reply.startsWith("ERR:")) throw new ValidationError(`glidemq-valkey: glide-mq refused the job: ${reply}`, { reply });
   return { status: "created", id: reply };
 }

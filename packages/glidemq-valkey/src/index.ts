@@ -7,5 +7,6 @@ export { GlideConsumer, type GlideConsumerOptions, type ActivatedJob } from "./c
 export { jobCounts, setPaused, isPaused, type GlideJobCounts } from "./queue-admin.js";
 export { createGlideMqBackend, GLIDEMQ_CAPABILITIES, type GlideMqBackendOptions } from "./backend.js";
 export type { GlideMqConnection } from "./connection.js";
+export { toBackendError, isConnectionError } from "./errors.js";
 export { toGlidePriority, fromGlidePriority, toJob } from "./mapping.js";
 export { GlideWorker, UNRECOVERABLE, type GlideWorkerOptions, type Processor, type ProcessedJob } from "./worker.js";

@@ -73,6 +73,10 @@ export async function loadJobs(
   const pipeline = client.pipeline();
   for (const id of ids) pipeline.hgetall(keys.job(id)).zscore(keys.scheduled, id).smembers(keys.deps(id));
   const replies = (await pipeline.exec()) ?? [];
+  // A pipeline reports a lost connection per command, not by rejecting: a failed read is not "no job".
+  // WRONGTYPE is the one exception: a key under job: that is not a hash is not a job.
+  const failed = replies.find(([error]) => error && !error.message.startsWith("WRONGTYPE"))?.[0];
+  if (failed) throw failed;
   return ids.map((_, i) => {
     const hash = replies[3 * i]?.[1] as Record<string, string> | undefined;
     if (!hash || Object.keys(hash).length === 0) return null;

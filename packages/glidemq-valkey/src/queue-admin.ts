@@ -25,13 +25,16 @@ export async function jobCounts(client: RedisClient, keys: QueueKeys): Promise<G
     .zcard(keys.failed)
     .get(keys.listActive)
     .exec();
+  const failedRead = reply?.find(([error]) => error)?.[0];
+  if (failedRead) throw failedRead;
   const value = (i: number) => Number(reply?.[i]?.[1] ?? 0) || 0;
   let pending = 0;
   try {
     const summary = (await client.xpending(keys.stream, CONSUMER_GROUP)) as [number, ...unknown[]];
     pending = Number(summary[0]) || 0;
-  } catch {
-    pending = 0; // NOGROUP: no worker has created the group yet
+  } catch (error) {
+    // NOGROUP: no worker has created the group yet; anything else (a lost connection) is an error.
+    if (!(error instanceof Error && error.message.startsWith("NOGROUP"))) throw error;
   }
   return {
     waiting: Math.max(0, value(0) - pending) + value(1) + value(2),

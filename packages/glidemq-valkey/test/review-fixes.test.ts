@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
+import { type Socket, connect, createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { serviceUrl } from "@switchyard/conformance";
-import type { Job } from "@switchyard/core";
+import { BackendUnavailableError, type Job } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { GlideConsumer } from "../src/consumer.js";
@@ -213,6 +214,57 @@ describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
       expect(page.cursor).toBeNull();
     } finally {
       client.disconnect();
+      await backend.close();
+    }
+  });
+});
+
+describe("glidemq-valkey: a connection lost after ready() is a typed error on every operation", () => {
+  it("once the server goes away, reserve/get/counts/list/export/enqueue/complete reject with BackendUnavailableError carrying the ioredis error as cause", async () => {
+    const target = new URL(serviceUrl("redis"));
+    const sockets = new Set<Socket>();
+    const proxy = createServer((downstream) => {
+      const upstream = connect(Number(target.port), target.hostname);
+      sockets.add(downstream).add(upstream);
+      downstream.pipe(upstream).pipe(downstream);
+      downstream.on("error", () => {});
+      upstream.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const port = (proxy.address() as { port: number }).port;
+    const backend = createGlideMqBackend(
+      { url: `redis://127.0.0.1:${port}/4`, options: { maxRetriesPerRequest: 0, retryStrategy: () => null } },
+      { stalledRecovery: false },
+    );
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const { job } = await backend.enqueue(queue, { name: "a", data: 1 });
+      expect(await probe.exists(queueKeys(queue).job(job.id))).toBe(1);
+      proxy.close();
+      for (const socket of sockets) socket.destroy();
+      await sleep(50);
+      const operations: Array<[string, () => Promise<unknown>]> = [
+        ["reserve", () => backend.reserve(queue, { worker: "w" })],
+        ["get", () => backend.get(queue, job.id)],
+        ["counts", () => backend.counts(queue)],
+        ["list", () => backend.list(queue, { state: "waiting" })],
+        ["export", () => backend.export(queue)],
+        ["enqueue", () => backend.enqueue(queue, { name: "b", data: 2 })],
+        ["complete", () => backend.complete(queue, job.id)],
+      ];
+      for (const [name, run] of operations) {
+        const error = await run().then(
+          () => new Error(`${name} succeeded`),
+          (e: unknown) => e,
+        );
+        expect(error, name).toBeInstanceOf(BackendUnavailableError);
+        expect((error as BackendUnavailableError).code, name).toBe("BACKEND_UNAVAILABLE");
+        expect((error as Error).cause, name).toBeInstanceOf(Error);
+      }
+      // Nothing was written by the refused enqueue.
+      expect(await probe.hlen(queueKeys(queue).job(String(Number(job.id) + 1)))).toBe(0);
+    } finally {
       await backend.close();
     }
   });
