@@ -99,3 +99,75 @@ describe("qless-redis enqueueBulk", () => {
     expect(await redis.smembers(`ql:j:a-${queue}-dependents`)).toEqual([`b-${queue}`]);
   });
 });
+
+describe("qless-redis unique keys", () => {
+  it("a unique key whose job a qless worker advanced to another queue (complete ... next) is free again", async () => {
+    const [a, b] = [`uq-${rnd()}`, `uq-${rnd()}`];
+    const key = `k-${rnd()}`;
+    const { job } = await backend.enqueue(a, { name: "x", data: {}, uniqueKey: key });
+    await backend.reserve(a, { worker: "qless-worker" });
+    expect(await backend.qless("complete", now(), job.id, "qless-worker", a, "{}", "next", b)).toBe("waiting");
+    expect(await redis.hexists(`ql:sy:unique:${a}`, key)).toBe(0);
+    const again = await backend.enqueue(a, { name: "x", data: {}, uniqueKey: key });
+    expect(again.created).toBe(true);
+    expect(again.job.id).not.toBe(job.id);
+    expect(await redis.hget(`ql:sy:unique:${a}`, key)).toBe(again.job.id);
+  });
+
+  it("a stale entry (its job is no longer in the queue) does not hold the key: the next job replaces it", async () => {
+    const [a, b] = [`uq-${rnd()}`, `uq-${rnd()}`];
+    const key = `k-${rnd()}`;
+    const { job } = await backend.enqueue(b, { name: "x", data: {} });
+    // An entry left behind by an older version, naming a job that lives in another queue.
+    await redis.hset(`ql:sy:unique:${a}`, key, job.id);
+    const fresh = await backend.enqueue(a, { name: "x", data: {}, uniqueKey: key });
+    expect(fresh.created).toBe(true);
+    expect(fresh.job.queue).toBe(a);
+    expect(await redis.hget(`ql:sy:unique:${a}`, key)).toBe(fresh.job.id);
+  });
+
+  it("qless's put of the job into another queue frees its unique key in the old one", async () => {
+    const [a, b] = [`uq-${rnd()}`, `uq-${rnd()}`];
+    const key = `k-${rnd()}`;
+    const { job } = await backend.enqueue(a, { name: "x", data: {}, uniqueKey: key });
+    await backend.qless("put", now(), "", b, job.id, "x", "{}", 0);
+    expect(await redis.hexists(`ql:sy:unique:${a}`, key)).toBe(0);
+    expect((await backend.enqueue(a, { name: "x", data: {}, uniqueKey: key })).created).toBe(true);
+  });
+
+  it("cancel() and qless's cancel free the job's unique key in ql:sy:unique:<queue>", async () => {
+    const queue = `uq-${rnd()}`;
+    const [k1, k2] = [`k1-${rnd()}`, `k2-${rnd()}`];
+    const first = await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: k1 });
+    const second = await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: k2 });
+    await backend.cancel(queue, first.job.id);
+    await backend.qless("cancel", now(), second.job.id);
+    expect(await redis.exists(`ql:sy:unique:${queue}`)).toBe(0);
+    expect((await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: k1 })).created).toBe(true);
+  });
+
+  it("a completed job that qless prunes (jobs-history-count) frees its unique key", async () => {
+    const queue = `uq-${rnd()}`;
+    const key = `k-${rnd()}`;
+    const { job } = await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: key });
+    await backend.reserve(queue, { worker: "w" });
+    await backend.qless("config.set", now(), "jobs-history-count", 0);
+    try {
+      await backend.complete(queue, job.id, { worker: "w" });
+    } finally {
+      await backend.qless("config.unset", now(), "jobs-history-count");
+    }
+    expect(await redis.exists(`ql:j:${job.id}`)).toBe(0);
+    expect(await redis.hexists(`ql:sy:unique:${queue}`, key)).toBe(0);
+  });
+
+  it("a completed job qless keeps still holds its key (a retry gets it)", async () => {
+    const queue = `uq-${rnd()}`;
+    const key = `k-${rnd()}`;
+    const { job } = await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: key });
+    await backend.reserve(queue, { worker: "w" });
+    await backend.complete(queue, job.id, { worker: "w" });
+    const again = await backend.enqueue(queue, { name: "x", data: {}, uniqueKey: key });
+    expect([again.created, again.job.id, again.job.state]).toEqual([false, job.id, "completed"]);
+  });
+});

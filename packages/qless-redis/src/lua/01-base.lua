@@ -208,3 +208,57 @@ local function job_documents(jids)
   end
   return docs
 end
+
+-- Switchyard's extra job fields (qless never reads them, and only jobs that need them get them):
+-- switchyard.meta (backoff, unique key, foreign fields), switchyard.result, switchyard.progress,
+-- switchyard.queue (queue of an imported completed job). They are named here because qless's own
+-- put, complete, cancel and prune free a job's unique key when the job leaves its queue.
+local SY_META = 'switchyard.meta'
+local SY_RESULT = 'switchyard.result'
+local SY_PROGRESS = 'switchyard.progress'
+local SY_QUEUE = 'switchyard.queue'
+
+-- The queue a job belongs to. qless blanks the queue field of a completed job, so then it is the
+-- queue of the last `put` in its history.
+local function home_queue(jid)
+  local queue = redis.call('hget', job_key(jid), 'queue')
+  if queue == false then
+    return nil
+  end
+  if queue ~= '' then
+    return queue
+  end
+  local imported = redis.call('hget', job_key(jid), SY_QUEUE)
+  if imported then
+    return imported
+  end
+  local list = job_key(jid, '-history')
+  for i = -1, -redis.call('llen', list), -1 do
+    local entry = cjson.decode(redis.call('lindex', list, i))
+    if entry[2] == 'put' and type(entry[3]) == 'table' and entry[3].q then
+      return entry[3].q
+    end
+  end
+  return ''
+end
+
+-- Unique keys: the hash ql:sy:unique:<queue> maps a key to the jid that took it, for as long as
+-- that job stays in that queue (a completed job still answers a retry until qless prunes it).
+local function unique_hash(queue)
+  return 'ql:sy:unique:' .. queue
+end
+
+-- Gives up the unique key the job holds in its queue (default: its home queue), because the job
+-- is leaving that queue. A job without Switchyard meta (every job qless clients put) holds none,
+-- so for those this only reads and qless's own commands write exactly what qless-core writes.
+local function release_unique(jid, queue)
+  local meta = redis.call('hget', job_key(jid), SY_META)
+  local unique = meta and cjson.decode(meta).uniqueKey
+  if type(unique) ~= 'string' then
+    return
+  end
+  queue = queue or home_queue(jid)
+  if queue and redis.call('hget', unique_hash(queue), unique) == jid then
+    redis.call('hdel', unique_hash(queue), unique)
+  end
+end

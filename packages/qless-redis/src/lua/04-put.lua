@@ -64,6 +64,11 @@ function Q.put(now, worker, queue, jid, klass, raw_data, delay, ...)
     end
   end
 
+  -- A job put into another queue leaves its unique key behind (read before the new put entry).
+  if old_state and home_queue(jid) ~= queue then
+    release_unique(jid)
+  end
+
   publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
   history_add(jid, now, 'put', { q = queue })
 

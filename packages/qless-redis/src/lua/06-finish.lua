@@ -1,7 +1,9 @@
 -- Part 6: the ways a running job ends: complete (optionally into a next queue), fail, retry.
 
--- Deletes a completed job's hash, history and tag entries (its dependency sets stay, as in qless).
+-- Deletes a completed job's hash, history and tag entries (its dependency sets stay, as in qless)
+-- and frees its unique key.
 local function forget_completed(jid)
+  release_unique(jid)
   untag_index(jid, cjson.decode(redis.call('hget', job_key(jid), 'tags') or '{}'))
   redis.call('del', job_key(jid))
   redis.call('del', job_key(jid, '-history'))
@@ -90,6 +92,9 @@ function Q.complete(now, jid, worker, queue, raw_data, ...)
   end
 
   if next_queue then
+    if next_queue ~= queue then
+      release_unique(jid, queue)
+    end
     publish('log', cjson.encode({ jid = jid, event = 'advanced', queue = queue, to = next_queue }))
     history_add(jid, now, 'put', { q = next_queue })
     register_queue(next_queue, now)

@@ -147,6 +147,7 @@ function Q.cancel(jids)
       if is_tracked(jid) then
         publish('canceled', jid)
       end
+      release_unique(jid)
       redis.call('del', job_key(jid))
       redis.call('del', job_key(jid, '-history'))
     end

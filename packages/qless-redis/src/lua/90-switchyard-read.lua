@@ -1,38 +1,6 @@
 -- Switchyard extension, part 1: reads for the core Backend (commands named switchyard.*).
 -- They read the qless layout as it is; nothing here changes what qless commands do.
---
--- Fields Switchyard adds to a job hash (qless never reads them, and only jobs that need them get
--- them): switchyard.meta (backoff, unique key, foreign fields), switchyard.result,
--- switchyard.progress, switchyard.queue (queue of an imported completed job).
-
-local SY_META = 'switchyard.meta'
-local SY_RESULT = 'switchyard.result'
-local SY_PROGRESS = 'switchyard.progress'
-local SY_QUEUE = 'switchyard.queue'
-
--- The queue a job belongs to. qless blanks the queue field of a completed job, so then it is the
--- queue of the last `put` in its history.
-local function home_queue(jid)
-  local queue = redis.call('hget', job_key(jid), 'queue')
-  if queue == false then
-    return nil
-  end
-  if queue ~= '' then
-    return queue
-  end
-  local imported = redis.call('hget', job_key(jid), SY_QUEUE)
-  if imported then
-    return imported
-  end
-  local list = job_key(jid, '-history')
-  for i = -1, -redis.call('llen', list), -1 do
-    local entry = cjson.decode(redis.call('lindex', list, i))
-    if entry[2] == 'put' and type(entry[3]) == 'table' and entry[3].q then
-      return entry[3].q
-    end
-  end
-  return ''
-end
+-- (The Switchyard job fields and home_queue() are in 01-base.lua.)
 
 -- The qless job document plus what the core job model needs beyond it.
 local function sy_document(jid)

@@ -15,29 +15,15 @@ local function acting_worker(jid, worker)
   return redis.call('hget', job_key(jid), 'worker') or ''
 end
 
--- Unique keys: the hash ql:sy:unique:<queue> maps a key to the jid that took it. The key belongs
--- to that job for as long as qless keeps the job, in any state (a completed job still answers a
--- retry until jobs-history prunes it); after that the next job with the key takes it over.
-local function unique_hash(queue)
-  return 'ql:sy:unique:' .. queue
-end
-
--- The jid holding the unique key in this queue, or nil when no existing job holds it.
+-- The jid holding the unique key in this queue, or nil. An entry whose job is gone or no longer
+-- in this queue (a qless worker moved it on with `complete ... next`, or re-put it elsewhere) is
+-- stale: the key is free, and the next job with it takes it over.
 local function unique_holder(queue, unique)
   local holder = redis.call('hget', unique_hash(queue), unique)
-  if holder and job_exists(holder) then
+  if holder and in_queue(holder, queue) then
     return holder
   end
   return nil
-end
-
--- Gives the key up when this job holds it (the job is leaving the queue).
-local function release_unique(queue, jid)
-  local meta = redis.call('hget', job_key(jid), SY_META)
-  local unique = meta and cjson.decode(meta).uniqueKey
-  if type(unique) == 'string' and redis.call('hget', unique_hash(queue), unique) == jid then
-    redis.call('hdel', unique_hash(queue), unique)
-  end
 end
 
 -- Enqueues a batch, all or nothing. `items` is a JSON array of
@@ -179,7 +165,7 @@ end
 local function detach_job(jid)
   local queue, state, worker, failure, tags = unpack(redis.call('hmget', job_key(jid),
     'queue', 'state', 'worker', 'failure', 'tags'))
-  release_unique(home_queue(jid), jid)
+  release_unique(jid)
   if queue and queue ~= '' then
     for _, kind in ipairs({ 'work', 'locks', 'scheduled', 'depends' }) do
       set_remove(queue, kind, jid)
