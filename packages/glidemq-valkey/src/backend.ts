@@ -270,8 +270,15 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     async counts(queue): Promise<JobCounts> {
       const redis = await ready();
       const keys = keysOf(queue);
-      const [glide, blocked] = await Promise.all([jobCounts(redis, keys), redis.zcard(keys.blocked)]);
-      return { ...emptyCounts(), ...glide, blocked };
+      const [glide, blocked, prioritized] = await Promise.all([
+        jobCounts(redis, keys),
+        redis.zcard(keys.blocked),
+        runScript(redis, "count-prioritized", [keys.scheduled], []),
+      ]);
+      // glide-mq counts prioritized jobs (in `scheduled` at their band's score) as delayed; get() and
+      // list() call them waiting, which they are: core counts follow the job's state.
+      const moved = Math.min(Number(prioritized) || 0, glide.delayed);
+      return { ...emptyCounts(), ...glide, waiting: glide.waiting + moved, delayed: glide.delayed - moved, blocked };
     },
 
     async queues() {

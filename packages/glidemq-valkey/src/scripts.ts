@@ -21,7 +21,8 @@ export type ScriptName =
   | "revoke"
   | "pause"
   | "import"
-  | "flow";
+  | "flow"
+  | "count-prioritized";
 
 interface LoadedScript {
   name: ScriptName;
@@ -67,6 +68,7 @@ const ALL: ScriptName[] = [
   "pause",
   "import",
   "flow",
+  "count-prioritized",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

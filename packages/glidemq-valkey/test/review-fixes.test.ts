@@ -7,7 +7,8 @@ import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { GlideConsumer } from "../src/consumer.js";
 import { createGlideMqBackend } from "../src/index.js";
-import { queueKeys } from "../src/keys.js";
+import { PRIORITY_SHIFT, queueKeys } from "../src/keys.js";
+import { jobCounts } from "../src/queue-admin.js";
 import { removeQueues } from "./support/cleanup.js";
 
 /** Rules a review found broken; db 4 (glide-mq conformance), random queue names, keys removed after. */
@@ -264,6 +265,35 @@ describe("glidemq-valkey: a connection lost after ready() is a typed error on ev
       }
       // Nothing was written by the refused enqueue.
       expect(await probe.hlen(queueKeys(queue).job(String(Number(job.id) + 1)))).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  });
+});
+
+describe("glidemq-valkey: counts() agree with get() and list()", () => {
+  it("a prioritized job (in `scheduled` at exactly its band's score) counts as waiting, a delayed one as delayed; glide-mq's jobCounts still say delayed", async () => {
+    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    try {
+      await backend.ready();
+      const queue = newQueue();
+      const keys = queueKeys(queue);
+      const prioritized = (await backend.enqueue(queue, { name: "p", data: 1, priority: 5 })).job;
+      const other = (await backend.enqueue(queue, { name: "q", data: 1, priority: 2000 })).job;
+      const delayed = (await backend.enqueue(queue, { name: "d", data: 1, priority: 5, delay: 60_000 })).job;
+      const plain = (await backend.enqueue(queue, { name: "w", data: 1 })).job;
+      const bandScore = Number(await probe.zscore(keys.scheduled, prioritized.id));
+      expect(bandScore % PRIORITY_SHIFT).toBe(0);
+      expect(bandScore).toBeGreaterThan(0);
+      expect(Number(await probe.zscore(keys.scheduled, delayed.id)) % PRIORITY_SHIFT).toBeGreaterThan(0);
+      expect((await backend.get(queue, prioritized.id))?.state).toBe("waiting");
+      expect((await backend.get(queue, other.id))?.state).toBe("waiting");
+      const waitingIds = (await backend.list(queue, { state: "waiting" })).items.map((j) => j.id).sort();
+      expect(waitingIds).toEqual([prioritized.id, other.id, plain.id].sort());
+      const counts = await backend.counts(queue);
+      expect(counts.waiting).toBe(3);
+      expect(counts.delayed).toBe(1);
+      expect(await jobCounts(probe, keys)).toMatchObject({ waiting: 1, delayed: 3 });
     } finally {
       await backend.close();
     }
