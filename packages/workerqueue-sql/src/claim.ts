@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import { CLAIM_LOCK_PREFIX, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
 import { num, rjqueueLocked, sqlDate } from "./row.js";
+import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
 import { whereDue, whereLeaseExpired, whereQueue } from "./where.js";
 
 export interface ClaimRequest {
@@ -28,15 +29,17 @@ export async function claimRows(store: Store, request: ClaimRequest): Promise<Jo
   return rows.sort((a, b) => (num(b.sy_priority) ?? 0) - (num(a.sy_priority) ?? 0) || Number(a.id) - Number(b.id));
 }
 
+const CLAIM_ORDER = [
+  { column: SY.priority, order: "desc" },
+  { column: "id", order: "asc" },
+];
+
 function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest): Knex.QueryBuilder {
   const query = db(store.table).select("id");
   whereQueue(store, query, request.queue);
   return query
     .where((q) => q.where((due) => whereDue(store, due, request.now)).orWhere((expired) => whereLeaseExpired(expired, request.now)))
-    .orderBy([
-      { column: SY.priority, order: "desc" },
-      { column: "id", order: "asc" },
-    ])
+    .orderBy(CLAIM_ORDER)
     .limit(request.count);
 }
 
@@ -70,16 +73,50 @@ async function claimPostgres(store: Store, request: ClaimRequest, lock: string):
   return result as unknown as JobRow[];
 }
 
-/** MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a transaction, then take them. */
+/**
+ * MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a transaction, then take them.
+ * InnoDB locks every row its locking read examines, matching or not, so each read is one that an
+ * index answers in claim order (forced: on a small table the optimizer prefers a full scan, which
+ * would lock every row): expired leases first, then due pending rows per `sy_queue` value (the
+ * default queue's legacy NULL rows are a second read, as an OR would need a sort).
+ */
 async function claimMysql(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
-  return store.knex.transaction(async (trx) => {
-    const ids = (await candidates(store, trx, request).forUpdate().skipLocked()).map((row: { id: number }) => row.id);
-    if (ids.length === 0) return [];
-    await trx(store.table)
-      .whereIn("id", ids)
-      .update(claimValues(store, trx, request, lock));
-    return (await trx(store.table).whereIn("id", ids)) as JobRow[];
-  });
+  return store.knex.transaction(
+    async (trx) => {
+      const ids: number[] = [];
+      const queueValues: Array<string | null> = request.queue === store.defaultQueue ? [request.queue, null] : [request.queue];
+      const read = async (index: string, queueValue: string | null, filter: (query: Knex.QueryBuilder) => Knex.QueryBuilder) => {
+        const query = trx.from(trx.raw("?? force index (??)", [store.table, index])).select("id", SY.priority);
+        if (queueValue === null) query.whereNull(SY.queue);
+        else query.where(SY.queue, queueValue);
+        filter(query);
+        const rows = await query.orderBy(CLAIM_ORDER).limit(request.count).forUpdate().skipLocked();
+        return rows as Array<{ id: number; sy_priority: number }>;
+      };
+      for (const queueValue of queueValues) {
+        if (ids.length >= request.count) break;
+        const expired = await read(claimExpiredIndex(store.table), queueValue, (q) => whereLeaseExpired(q, request.now));
+        ids.push(...expired.slice(0, request.count - ids.length).map((row) => row.id));
+      }
+      if (ids.length < request.count) {
+        // Each branch is read in order; the best of both are taken (the rest unlock at commit).
+        const due: Array<{ id: number; sy_priority: number }> = [];
+        for (const queueValue of queueValues) {
+          due.push(...(await read(claimPendingIndex(store.table), queueValue, (q) => whereDue(store, q, request.now))));
+        }
+        due.sort((a, b) => Number(b.sy_priority) - Number(a.sy_priority) || Number(a.id) - Number(b.id));
+        ids.push(...due.slice(0, request.count - ids.length).map((row) => row.id));
+      }
+      if (ids.length === 0) return [];
+      await trx(store.table)
+        .whereIn("id", ids)
+        .update(claimValues(store, trx, request, lock));
+      return (await trx(store.table).whereIn("id", ids)) as JobRow[];
+      // READ COMMITTED: no gap locks, so the UPDATE's new index entries never wait on (and deadlock
+      // with) another claimer's scan; rows a read examined but did not match are unlocked at once.
+    },
+    { isolationLevel: "read committed" },
+  );
 }
 
 /** SQLite: one UPDATE ... RETURNING statement takes the write lock, so the claim is atomic. */

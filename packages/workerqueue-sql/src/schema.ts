@@ -51,6 +51,8 @@ interface IndexSpec {
   /** Other names under which an equivalent index may already exist (the Rails migration's). */
   aliases?: (table: string) => string[];
   columns: string[];
+  /** Columns the index keeps in descending order (created with raw DDL: knex has no syntax for it). */
+  descending?: string[];
   unique: boolean;
 }
 
@@ -62,11 +64,30 @@ const INDEXES: IndexSpec[] = [
     columns: ["status", "locked_queue_id"],
     unique: false,
   },
-  { name: (t) => `${t}_sy_queue_status_idx`, columns: [SY.queue, "status"], unique: false },
+  { name: (t) => claimExpiredIndex(t), columns: [SY.queue, "status"], unique: false },
+  {
+    // In the claim's order: InnoDB's locking read then stops at the first rows it takes. Without it,
+    // MySQL/MariaDB sort every candidate and SKIP LOCKED's first claimer locks them all, so the
+    // others come back empty.
+    name: (t) => claimPendingIndex(t),
+    columns: [SY.queue, "status", SY.priority, "id"],
+    descending: [SY.priority],
+    unique: false,
+  },
   // Concurrent enqueues with one unique key (or one caller-chosen id) agree on a single row.
   { name: (t) => `${t}_sy_unique_key_uq`, columns: [SY.queue, SY.uniqueKey], unique: true },
   { name: (t) => `${t}_sy_job_id_uq`, columns: [SY.queue, SY.jobId], unique: true },
 ];
+
+/** The index a claim of expired leases reads (MySQL forces it, see claim.ts). */
+export function claimExpiredIndex(table: string): string {
+  return `${table}_sy_queue_status_idx`;
+}
+
+/** The index a claim of pending rows reads, in claim order (MySQL forces it, see claim.ts). */
+export function claimPendingIndex(table: string): string {
+  return `${table}_sy_claim_idx`;
+}
 
 /**
  * Creates the table, or completes a legacy one; idempotent. Several processes may race to do it
@@ -111,6 +132,12 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
   for (const spec of INDEXES) {
     const names = [spec.name(table), ...(spec.aliases?.(table) ?? [])];
     if (names.some((name) => indexes.has(name.toLowerCase()))) continue;
+    const descending = spec.descending ?? [];
+    if (descending.length > 0) {
+      const columns = spec.columns.map((column) => (descending.includes(column) ? "?? desc" : "??")).join(", ");
+      await knex.raw(`create index ?? on ?? (${columns})`, [spec.name(table), table, ...spec.columns]);
+      continue;
+    }
     await knex.schema.alterTable(table, (t) => {
       if (spec.unique) t.unique(spec.columns, { indexName: spec.name(table) });
       else t.index(spec.columns, spec.name(table));

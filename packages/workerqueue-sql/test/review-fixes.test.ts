@@ -1,7 +1,7 @@
 import type { Backend } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
+import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
 
 /** Rules found by review: each failed before its fix. */
 for (const dialect of DIALECTS) {
@@ -37,6 +37,64 @@ for (const dialect of DIALECTS) {
       expect(reserved?.id).toBe(job.id);
       expect(reserved?.lease?.worker).toBe(worker);
       expect((await row(job.id)).sy_worker).toBe(worker);
+    });
+
+    it("10 concurrent reserve(count: 1) on 10 backends, with 40 jobs waiting, each get a job", async () => {
+      const producer = await open();
+      const q = queue();
+      await producer.enqueueBulk(
+        q,
+        Array.from({ length: 40 }, (_, i) => ({ name: `job-${i}`, priority: i % 3 })),
+      );
+      const reservers = await Promise.all(Array.from({ length: 10 }, () => open()));
+      const got = await Promise.all(reservers.map((wq, i) => wq.reserve(q, { worker: `w${i}`, count: 1 })));
+      expect(got.map((jobs) => jobs.length)).toEqual(Array(10).fill(1));
+      expect(new Set(got.flat().map((job) => job.id)).size).toBe(10);
+    });
+
+    it("the default queue (legacy rows without sy_queue too) is reserved concurrently without empty answers", async () => {
+      const q = queue();
+      const producer = await open({ defaultQueue: q });
+      await producer.enqueueBulk(
+        q,
+        Array.from({ length: 10 }, (_, i) => ({ name: `job-${i}` })),
+      );
+      await db(table).insert(
+        Array.from({ length: 10 }, (_, i) => ({ name: `legacy-${i}`, status: "pending", locked_queue_id: "", attempts: 0 })),
+      );
+      const reservers = await Promise.all(Array.from({ length: 6 }, () => open({ defaultQueue: q })));
+      const got = await Promise.all(reservers.map((wq, i) => wq.reserve(q, { worker: `w${i}`, count: 1 })));
+      expect(got.map((jobs) => jobs.length)).toEqual(Array(6).fill(1));
+      expect(new Set(got.flat().map((job) => job.id)).size).toBe(6);
+    });
+
+    it("ready() adds the claim-order index (sy_queue, status, sy_priority desc, id) to a legacy table, idempotently", async () => {
+      const legacy = randomTable("wq_rv_legacy");
+      await db.raw(legacyDdl(dialect, legacy));
+      try {
+        for (let i = 0; i < 2; i++) {
+          const wq = createWorkerQueueBackend({ url, table: legacy });
+          await wq.ready();
+          await wq.close();
+        }
+        const name = `${legacy}_sy_claim_idx`;
+        if (dialect === "postgres") {
+          const { rows } = await db.raw("select indexdef from pg_indexes where indexname = ?", [name]);
+          expect(String(rows[0]?.indexdef)).toMatch(/\(sy_queue, status, sy_priority DESC, id\)/);
+        } else if (dialect === "mysql") {
+          const [rows] = await db.raw(
+            "select column_name as c, collation as o from information_schema.statistics where table_schema = database() and index_name = ? order by seq_in_index",
+            [name],
+          );
+          expect(rows.map((r: { c: string; o: string }) => `${r.c}:${r.o}`)).toEqual(["sy_queue:A", "status:A", "sy_priority:D", "id:A"]);
+        } else {
+          const rows = await db.raw("select sql from sqlite_master where name = ?", [name]);
+          expect(String(rows[0]?.sql)).toMatch(/`?sy_priority`? desc/i);
+        }
+      } finally {
+        await db.schema.dropTableIfExists(legacy);
+        await db.schema.dropTableIfExists(`${legacy}_paused_queues`);
+      }
     });
   });
 }
