@@ -171,3 +171,30 @@ describe("qless-redis unique keys", () => {
     expect([again.created, again.job.id, again.job.state]).toEqual([false, job.id, "completed"]);
   });
 });
+
+describe("qless-redis cancel", () => {
+  it("cancel() of a finished job (failed or completed) is an InvalidStateError and the job stays", async () => {
+    const queue = `cancel-${rnd()}`;
+    const failed = await backend.enqueue(queue, { name: "x", data: {}, maxAttempts: 1 });
+    const done = await backend.enqueue(queue, { name: "y", data: {} });
+    const reserved = await backend.reserve(queue, { worker: "w", count: 2 });
+    expect(reserved).toHaveLength(2);
+    await backend.fail(queue, failed.job.id, { worker: "w", error: { message: "boom" }, retry: false });
+    await backend.complete(queue, done.job.id, { worker: "w" });
+    await expect(backend.cancel(queue, failed.job.id)).rejects.toMatchObject({ code: "INVALID_STATE" });
+    await expect(backend.cancel(queue, done.job.id)).rejects.toMatchObject({ code: "INVALID_STATE" });
+    expect((await backend.get(queue, failed.job.id))?.state).toBe("failed");
+    expect(await redis.hget(`ql:j:${failed.job.id}`, "state")).toBe("failed");
+    expect(await redis.lrange(`ql:f:${queue}-error`, 0, -1)).toContain(failed.job.id);
+    expect((await backend.get(queue, done.job.id))?.state).toBe("completed");
+  });
+
+  it("qless's own cancel command still deletes a failed job, as qless-core does", async () => {
+    const queue = `cancel-${rnd()}`;
+    const { job } = await backend.enqueue(queue, { name: "x", data: {}, maxAttempts: 1 });
+    await backend.reserve(queue, { worker: "w" });
+    await backend.fail(queue, job.id, { worker: "w", error: { message: "boom" }, retry: false });
+    await backend.qless("cancel", now(), job.id);
+    expect(await redis.exists(`ql:j:${job.id}`)).toBe(0);
+  });
+});

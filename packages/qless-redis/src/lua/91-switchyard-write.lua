@@ -150,10 +150,12 @@ API['switchyard.fail'] = function(now, queue, jid, worker, group, message, retry
   return cjson.encode(sy_document(jid))
 end
 
+-- The core contract withdraws only unfinished jobs, so a completed or failed job is refused
+-- (qless's own cancel command, which qless clients use, still deletes a failed job).
 API['switchyard.cancel'] = function(now, queue, jid)
   must_be_in_queue('Cancel', jid, queue)
   local state = redis.call('hget', job_key(jid), 'state')
-  if state == 'complete' then
+  if state == 'complete' or state == 'failed' then
     error('Cancel(): Job ' .. jid .. ' is not currently cancelable: ' .. state)
   end
   Q.cancel({ jid })
