@@ -49,6 +49,11 @@ export interface SwitchyardFields {
   dependsOn?: string[];
   /** `data` was not an array, so `args` holds `[data]` for Cloudq workers. */
   wrapped?: true;
+  /**
+   * Job.data as JSON, when it holds a key MongoDB cannot store (see isStorable); `args` is then
+   * left out of the document, since no truthful array of arguments can be written there.
+   */
+  argsJson?: string;
   /** Native fields that cannot be top-level keys (layout names, `$` or `.` in the name), as JSON. */
   nativeJson?: string;
 }
@@ -86,21 +91,40 @@ export function priorityFields(priority: number): Pick<SwitchyardFields, "boost"
   return {};
 }
 
-/** Cloudq's args is an array; any other value is stored as `[value]` and unwrapped on read. */
-export function argsOf(data: Json): { args: Json[]; wrapped?: true } {
+/**
+ * MongoDB refuses field names that start with `$`, contain `.` (servers before 5.0, and FerretDB)
+ * or a NUL byte, at any depth. Job data and native fields are arbitrary JSON, so every level is checked.
+ */
+export function isStorable(value: unknown): boolean {
+  if (Array.isArray(value)) return value.every(isStorable);
+  if (value === null || typeof value !== "object" || value instanceof Date || value instanceof ObjectId) return true;
+  return Object.entries(value).every(([key, member]) => storableKey(key) && isStorable(member));
+}
+
+function storableKey(key: string): boolean {
+  return !key.startsWith("$") && !key.includes(".") && !key.includes("\0");
+}
+
+/**
+ * Cloudq's args is an array; any other value is stored as `[value]` and unwrapped on read. Data
+ * MongoDB cannot store as fields is kept whole, as JSON text, in `switchyard.argsJson`.
+ */
+export function argsOf(data: Json): { args?: Json[]; wrapped?: true; argsJson?: string } {
+  if (!isStorable(data)) return { argsJson: JSON.stringify(data) };
   return Array.isArray(data) ? { args: data } : { args: [data], wrapped: true };
 }
 
 /**
  * Splits Job.native into what can be a top-level document key (kept there, where legacy workers
- * see it, as node-cloudq stored every extra key of a POSTed job) and what cannot (kept as JSON).
+ * see it, as node-cloudq stored every extra key of a POSTed job) and what cannot (kept as JSON):
+ * layout names, and keys or values holding a name MongoDB refuses at any depth.
  */
 export function placeNative(native: Record<string, unknown>): { topLevel: Record<string, unknown>; nativeJson?: string } {
   const topLevel: Record<string, unknown> = {};
   const rest: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(native)) {
     if (value === undefined) continue;
-    const placeable = key !== "" && !LAYOUT_KEYS.has(key) && !key.startsWith("$") && !key.includes(".") && !key.includes("\0");
+    const placeable = key !== "" && !LAYOUT_KEYS.has(key) && storableKey(key) && isStorable(value);
     if (placeable) topLevel[key] = value;
     else rest[key] = value;
   }
@@ -149,6 +173,8 @@ function nativeOf(document: CloudqDocument, stateField: StateField): Record<stri
 }
 
 function dataOf(document: CloudqDocument): Json {
+  const argsJson = document.switchyard?.argsJson;
+  if (argsJson !== undefined) return JSON.parse(argsJson) as Json;
   const args = (document.args ?? []) as Json;
   if (document.switchyard?.wrapped && Array.isArray(args)) return args[0] ?? null;
   return args;

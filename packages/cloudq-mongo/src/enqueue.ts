@@ -1,14 +1,17 @@
 import {
+  BackendUnavailableError,
   ConflictError,
+  DEFAULT_MAX_ATTEMPTS,
   type EnqueueInput,
   type EnqueueResult,
   type Job,
   type NormalizedEnqueueInput,
+  ValidationError,
+  isSwitchyardError,
   normalizeEnqueueInput,
   runAtOf,
 } from "@switchyard/core";
-import { DEFAULT_MAX_ATTEMPTS } from "@switchyard/core";
-import { ObjectId } from "mongodb";
+import { BSON, ObjectId } from "mongodb";
 import { UNFINISHED, releaseIfReady, unfinishedParents } from "./dependencies.js";
 import {
   type CloudqDocument,
@@ -39,18 +42,43 @@ export interface DocumentSource {
  * some field differs from its default.
  */
 export function buildDocument(store: Store, queue: string, source: DocumentSource): Omit<CloudqDocument, "_id"> {
-  const { args, wrapped } = argsOf(source.data);
+  const { args, wrapped, argsJson } = argsOf(source.data);
   const { topLevel, nativeJson } = placeNative(source.native);
-  const switchyard = compact({ ...source.extras, wrapped, nativeJson });
-  return {
+  const switchyard = compact({ ...source.extras, wrapped, argsJson, nativeJson });
+  const document = {
     klass: source.name,
-    args,
+    ...(args !== undefined ? { args } : {}),
     ...topLevel,
     queue,
     [store.layout.stateField]: source.nativeState,
     inserted_at: new Date(source.createdAt),
     ...(switchyard ? { switchyard } : {}),
   };
+  checkSize(document);
+  return document;
+}
+
+/** MongoDB's limit on one document; room is left for the `_id` and the fields reserve adds. */
+const MAX_DOCUMENT_BYTES = 16 * 1024 * 1024 - 4096;
+
+function checkSize(document: Record<string, unknown>): void {
+  const bytes = BSON.calculateObjectSize(document);
+  if (bytes > MAX_DOCUMENT_BYTES) {
+    throw new ValidationError(`cloudq-mongo: a job document may hold at most ${MAX_DOCUMENT_BYTES} bytes; this one needs ${bytes}`, {
+      bytes,
+    });
+  }
+}
+
+/**
+ * A bulk write failed after it had written part of the batch: removes what it wrote, so a batch
+ * is all or nothing, and reports the failure as a typed error.
+ */
+export async function undoPartialWrite(store: Store, written: ObjectId[], error: unknown, what: string): Promise<never> {
+  if (written.length > 0) await store.jobs.deleteMany({ _id: { $in: written } });
+  if (isSwitchyardError(error)) throw error;
+  const reason = error instanceof Error ? error.message : String(error);
+  throw new BackendUnavailableError(`cloudq-mongo: ${what} failed and wrote nothing: ${reason}`, { cause: error });
 }
 
 function sourceOfInput(input: NormalizedEnqueueInput, now: number): DocumentSource {
@@ -150,6 +178,15 @@ async function releaseUniqueSlot(store: Store, holder: CloudqDocument): Promise<
 }
 
 export async function enqueueOne(store: Store, queue: string, input: NormalizedEnqueueInput): Promise<EnqueueResult> {
+  return (await insertJob(store, queue, input)).result;
+}
+
+/** Enqueues one job; `written` is the `_id` of the document it created, if it created one. */
+async function insertJob(
+  store: Store,
+  queue: string,
+  input: NormalizedEnqueueInput,
+): Promise<{ result: EnqueueResult; written?: ObjectId }> {
   const now = Date.now();
   const source = sourceOfInput(input, now);
   if (input.uniqueKey !== undefined) source.extras.uniqueSlot = uniqueSlot(queue, input.uniqueKey);
@@ -167,20 +204,43 @@ export async function enqueueOne(store: Store, queue: string, input: NormalizedE
   if (outcome.created && blocked && (await releaseIfReady(store, queue, { _id: stored._id, parents: input.dependsOn }))) {
     stored = (await store.jobs.findOne({ _id: stored._id })) ?? stored;
   }
-  return { job: documentToJob(stored, store.layout.stateField, now), created: outcome.created };
+  const result = { job: documentToJob(stored, store.layout.stateField, now), created: outcome.created };
+  return outcome.created ? { result, written: stored._id } : { result };
 }
 
-/** All inputs are validated before anything is written; plain jobs go in one insertMany. */
+/**
+ * All or nothing: every document is built (and so checked) before anything is written, and a
+ * write that fails midway is undone before the error is thrown. Plain jobs go in one insertMany;
+ * jobs with an id, a unique key or parents are inserted one by one, as enqueue() does.
+ */
 export async function enqueueMany(store: Store, queue: string, inputs: NormalizedEnqueueInput[]): Promise<EnqueueResult[]> {
-  if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined || input.dependsOn.length > 0)) {
-    const results: EnqueueResult[] = [];
-    for (const input of inputs) results.push(await enqueueOne(store, queue, input));
-    return results;
-  }
   const now = Date.now();
   const documents = inputs.map(
     (input) => ({ _id: new ObjectId(), ...buildDocument(store, queue, sourceOfInput(input, now)) }) as CloudqDocument,
   );
-  if (documents.length > 0) await store.jobs.insertMany(documents, { ordered: true });
+  if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined || input.dependsOn.length > 0)) {
+    const results: EnqueueResult[] = [];
+    const written: ObjectId[] = [];
+    try {
+      for (const input of inputs) {
+        const inserted = await insertJob(store, queue, input);
+        results.push(inserted.result);
+        if (inserted.written) written.push(inserted.written);
+      }
+    } catch (error) {
+      return undoPartialWrite(store, written, error, "enqueueBulk");
+    }
+    return results;
+  }
+  try {
+    if (documents.length > 0) await store.jobs.insertMany(documents, { ordered: true });
+  } catch (error) {
+    return undoPartialWrite(
+      store,
+      documents.map((document) => document._id),
+      error,
+      "enqueueBulk",
+    );
+  }
   return documents.map((document) => ({ job: documentToJob(document, store.layout.stateField, now), created: true }));
 }

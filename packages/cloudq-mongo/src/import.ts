@@ -1,7 +1,8 @@
 import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, parseOrThrow } from "@switchyard/core";
+import type { ObjectId } from "mongodb";
 import { z } from "zod";
 import { type SwitchyardFields, priorityFields } from "./document.js";
-import { buildDocument, insertDocument } from "./enqueue.js";
+import { buildDocument, insertDocument, undoPartialWrite } from "./enqueue.js";
 import { uniqueSlot } from "./ids.js";
 import { nativeStateFor } from "./queries.js";
 import type { Store } from "./store.js";
@@ -10,27 +11,36 @@ import type { Store } from "./store.js";
  * Writes jobs as they are, for migration. Ids, attempts, timestamps, errors and native fields are
  * kept; an active job arrives queued (its lease belonged to the old store). A completed job in
  * `remove` mode is counted as imported but not written: that mode keeps no completed documents.
+ * All or nothing: every document is built (and so checked) first, and a failure midway removes
+ * what this call wrote.
  */
 export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
   const checked = parseOrThrow(z.array(JobSchema), jobs, "jobs");
-  let imported = 0;
-  const skipped: string[] = [];
-  for (const job of checked) {
-    if (job.state === "completed" && store.layout.completion === "remove") {
-      imported++;
-      continue;
-    }
-    const document = buildDocument(store, queue, {
+  const kept = checked.filter((job) => !(job.state === "completed" && store.layout.completion === "remove"));
+  const documents = kept.map((job) =>
+    buildDocument(store, queue, {
       name: job.name,
       data: job.data,
       native: job.native,
       nativeState: nativeStateFor(job.state),
       createdAt: job.createdAt,
       extras: extrasOf(queue, job),
-    });
-    const outcome = await insertDocument(store, { queue, document, id: job.id, onUniqueConflict: "drop-slot" });
-    if (outcome.created) imported++;
-    else skipped.push(job.id);
+    }),
+  );
+  let imported = checked.length - kept.length;
+  const skipped: string[] = [];
+  const written: ObjectId[] = [];
+  try {
+    for (const [index, job] of kept.entries()) {
+      const document = documents[index] as (typeof documents)[number];
+      const outcome = await insertDocument(store, { queue, document, id: job.id, onUniqueConflict: "drop-slot" });
+      if (outcome.created) {
+        imported++;
+        written.push(outcome.document._id);
+      } else skipped.push(job.id);
+    }
+  } catch (error) {
+    return undoPartialWrite(store, written, error, "import");
   }
   return { imported, skipped };
 }

@@ -1,0 +1,118 @@
+import type { Backend } from "@switchyard/core";
+import type { MongoClient } from "mongodb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createCloudqBackend } from "../src/index.js";
+import { mongoUrl, rawClient, rawFilter, testDatabase } from "./helpers.js";
+
+const database = testDatabase("review");
+let client: MongoClient;
+let backend: Backend;
+const jobs = () => client.db(database).collection("cloudq.jobs");
+const queue = () => `rev-${Math.random().toString(36).slice(2, 10)}`;
+
+beforeAll(async () => {
+  client = await rawClient();
+  backend = createCloudqBackend({ url: mongoUrl(), database });
+  await backend.ready();
+});
+afterAll(async () => {
+  await backend.close();
+  await client.close();
+});
+
+describe("cloudq-mongo: keys MongoDB cannot store, at any depth", () => {
+  it("data and native fields with `$` or `.` keys at any level are stored losslessly and come back as they were", async () => {
+    const cases = [
+      { name: "dollar-data", data: { $x: 1 } },
+      { name: "where", data: { $where: 1 } },
+      { name: "cloudq-args", data: [{ $bad: 1 }] },
+      { name: "dotted-deep", data: { a: [{ b: { "c.d": true } }] } },
+      { name: "nested-native", data: [1], native: { x: { $set: 1 }, plain: "kept" } },
+    ];
+    const q = queue();
+    const results = await backend.enqueueBulk(q, [{ name: "ok" }, ...cases]);
+    expect(results.map((result) => result.created)).toEqual([true, true, true, true, true, true]);
+    for (const [index, input] of cases.entries()) {
+      const id = results[index + 1]?.job.id ?? "";
+      const job = await backend.get(q, id);
+      expect(job).toMatchObject({ name: input.name, data: input.data, state: "waiting" });
+      if (input.native) expect(job?.native).toMatchObject(input.native);
+    }
+    const raw = await jobs().findOne(rawFilter(q, results[1]?.job.id ?? ""));
+    expect(raw).not.toHaveProperty("args");
+    expect(raw?.switchyard).toMatchObject({ argsJson: JSON.stringify({ $x: 1 }) });
+    const native = await jobs().findOne(rawFilter(q, results[5]?.job.id ?? ""));
+    expect(native).toMatchObject({ args: [1], plain: "kept" });
+    expect(native).not.toHaveProperty("x");
+    const single = await backend.enqueue(q, { name: "single", data: { deep: { $inc: { n: 1 } } } });
+    expect((await backend.get(q, single.job.id))?.data).toEqual({ deep: { $inc: { n: 1 } } });
+    expect(await jobs().countDocuments({ queue: q })).toBe(7);
+  });
+
+  it("a reserved job with stored-as-JSON data hands the worker its data as it was enqueued", async () => {
+    const q = queue();
+    await backend.enqueue(q, { name: "reserve-me", data: { $x: [1, { "y.z": null }] } });
+    const [job] = await backend.reserve(q, { worker: "w" });
+    expect(job?.data).toEqual({ $x: [1, { "y.z": null }] });
+  });
+});
+
+describe("cloudq-mongo: bulk writes are all or nothing", () => {
+  // A database of its own with an extra unique index on `klass`: the server then refuses the
+  // second job named "dup" midway through a batch, after it has written the jobs before it.
+  const strictDatabase = testDatabase("strict");
+  let strict: Backend;
+  const strictJobs = () => client.db(strictDatabase).collection("cloudq.jobs");
+
+  beforeAll(async () => {
+    strict = createCloudqBackend({ url: mongoUrl(), database: strictDatabase });
+    await strict.ready();
+    await strictJobs().createIndex({ klass: 1 }, { unique: true, name: "test_unique_klass" });
+  });
+  afterAll(async () => strict.close());
+
+  it("a plain batch the server refuses midway leaves nothing written and throws a typed error", async () => {
+    const q = queue();
+    const failure = await strict.enqueueBulk(q, [{ name: "first" }, { name: "dup" }, { name: "dup" }]).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: expect.any(String) });
+    expect(await strictJobs().countDocuments({ queue: q })).toBe(0);
+  });
+
+  it("a batch with unique keys the server refuses midway leaves nothing written and throws a typed error", async () => {
+    const q = queue();
+    const failure = await strict
+      .enqueueBulk(q, [
+        { name: "keyed-1", uniqueKey: "k1" },
+        { name: "keyed-dup", uniqueKey: "k2" },
+        { name: "keyed-dup", uniqueKey: "k3" },
+      ])
+      .catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: expect.any(String) });
+    expect(await strictJobs().countDocuments({ queue: q })).toBe(0);
+    // The keys were released with their jobs: the same batch without the clash goes in.
+    const again = await strict.enqueueBulk(q, [
+      { name: "keyed-1", uniqueKey: "k1" },
+      { name: "keyed-2", uniqueKey: "k2" },
+    ]);
+    expect(again.map((result) => result.created)).toEqual([true, true]);
+  });
+
+  it("an import the server refuses midway leaves nothing written and throws a typed error", async () => {
+    const source = queue();
+    await backend.enqueue(source, { name: "imp-a" });
+    await backend.enqueue(source, { name: "dup-import" });
+    await backend.enqueue(source, { name: "dup-import" });
+    const exported = await backend.export(source);
+    const q = queue();
+    const failure = await strict.import(q, exported.items).catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: expect.any(String) });
+    expect(await strictJobs().countDocuments({ queue: q })).toBe(0);
+  });
+
+  it("a document over MongoDB's 16 MiB limit is a ValidationError before anything of the batch is written", async () => {
+    const q = queue();
+    const big = "x".repeat(17 * 1024 * 1024);
+    await expect(backend.enqueueBulk(q, [{ name: "small" }, { name: "big", data: big }])).rejects.toMatchObject({ code: "VALIDATION" });
+    expect(await jobs().countDocuments({ queue: q })).toBe(0);
+  });
+});
