@@ -15,30 +15,39 @@ export interface ClaimRequest {
 }
 
 /**
- * Claims up to `count` rows atomically: due pending rows and rows whose Switchyard lease expired, in
- * priority (larger first) then id order. The lock id written to `locked_queue_id` is unique per claim
- * and fits the legacy varchar(40), so a legacy daemon sees the row as taken.
+ * Claims up to `count` rows atomically: rows whose Switchyard lease expired first (the core
+ * contract), then due pending rows, each in priority (larger first) then id order. The lock id
+ * written to `locked_queue_id` is unique per claim and fits the legacy varchar(40), so a legacy
+ * daemon sees the row as taken.
  */
 export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
   const lock = `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
-  let rows: JobRow[];
-  if (store.dialect === "postgres") rows = await claimPostgres(store, request, lock);
-  else if (store.dialect === "mysql") rows = await claimMysql(store, request, lock);
-  else rows = await claimSqlite(store, request, lock);
-  // RETURNING and IN lists promise no order; hand jobs out in the order they were picked.
+  if (store.dialect === "mysql") return claimMysql(store, request, lock);
+  const claim = store.dialect === "postgres" ? claimPostgres : claimSqlite;
+  // Two claims, each atomic: a row is in at most one of them, as the first has taken it.
+  const expired = byClaimOrder(await claim(store, request, lock, (q) => whereLeaseExpired(q, request.now)));
+  if (expired.length >= request.count) return expired;
+  const due = await claim(store, { ...request, count: request.count - expired.length }, lock, (q) => whereDue(store, q, request.now));
+  return [...expired, ...byClaimOrder(due)];
+}
+
+/** Priority (larger first), then id. RETURNING and IN lists promise no order: jobs go out in this one. */
+function byClaimOrder<T extends { id: number | string; sy_priority: number | string | null }>(rows: T[]): T[] {
   return rows.sort((a, b) => (num(b.sy_priority) ?? 0) - (num(a.sy_priority) ?? 0) || Number(a.id) - Number(b.id));
 }
+
+type Filter = (query: Knex.QueryBuilder) => Knex.QueryBuilder;
 
 const CLAIM_ORDER = [
   { column: SY.priority, order: "desc" },
   { column: "id", order: "asc" },
 ];
 
-function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest): Knex.QueryBuilder {
+function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest, filter: Filter): Knex.QueryBuilder {
   const query = db(store.table).select("id");
   whereQueue(store, query, request.queue);
   return query
-    .where((q) => q.where((due) => whereDue(store, due, request.now)).orWhere((expired) => whereLeaseExpired(expired, request.now)))
+    .where((q) => filter(q))
     .orderBy(CLAIM_ORDER)
     .limit(request.count);
 }
@@ -62,9 +71,9 @@ function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRe
  * one query with bindings (never as text): the pg client rewrites every `?` of a raw text into `$n`,
  * even inside quoted strings, so a `?` in a queue or worker name would break a text-built claim.
  */
-async function claimPostgres(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+async function claimPostgres(store: Store, request: ClaimRequest, lock: string, filter: Filter): Promise<JobRow[]> {
   const { knex } = store;
-  const picked = candidates(store, knex, request).forUpdate().skipLocked();
+  const picked = candidates(store, knex, request, filter).forUpdate().skipLocked();
   const result = await knex(store.table)
     .withMaterialized("picked", picked)
     .update(claimValues(store, knex, request, lock))
@@ -120,10 +129,10 @@ async function claimMysql(store: Store, request: ClaimRequest, lock: string): Pr
 }
 
 /** SQLite: one UPDATE ... RETURNING statement takes the write lock, so the claim is atomic. */
-async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+async function claimSqlite(store: Store, request: ClaimRequest, lock: string, filter: Filter): Promise<JobRow[]> {
   const { knex } = store;
   return (await knex(store.table)
-    .whereIn("id", candidates(store, knex, request))
+    .whereIn("id", candidates(store, knex, request, filter))
     .update(claimValues(store, knex, request, lock), "*")) as unknown as JobRow[];
 }
 

@@ -96,5 +96,24 @@ for (const dialect of DIALECTS) {
         await db.schema.dropTableIfExists(`${legacy}_paused_queues`);
       }
     });
+
+    it("reserve hands out an expired lease before a waiting job of higher priority", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job: a } = await wq.enqueue(q, { name: "a", priority: 5 });
+      expect((await wq.reserve(q, { worker: "first", leaseMs: 50 }))[0]?.id).toBe(a.id);
+      const { job: b } = await wq.enqueue(q, { name: "b", priority: 10 });
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      const [next] = await wq.reserve(q, { worker: "second" });
+      expect(next?.id).toBe(a.id);
+      expect(next?.attempts).toBe(2);
+      expect((await row(b.id)).status).toBe("pending");
+      const both = await wq.reserve(q, { worker: "third", count: 2, leaseMs: 50 });
+      expect(both.map((job) => job.id)).toEqual([b.id]);
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      const { job: c } = await wq.enqueue(q, { name: "c", priority: 20 });
+      // In one answer too: the expired lease (priority 10) comes before the waiting job (priority 20).
+      expect((await wq.reserve(q, { worker: "fourth", count: 3 })).map((job) => job.id)).toEqual([b.id, c.id]);
+    });
   });
 }
