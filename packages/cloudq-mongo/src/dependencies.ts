@@ -1,5 +1,4 @@
-import type { ObjectId } from "mongodb";
-import { NATIVE } from "./document.js";
+import { type DocumentId, NATIVE } from "./document.js";
 import { jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
@@ -26,7 +25,7 @@ export async function unfinishedParents(store: Store, queue: string, parents: st
  * Moves a blocked job to `queued` once none of its parents is pending. The write is conditional
  * on the job still being blocked, so two completions racing to release it release it once.
  */
-export async function releaseIfReady(store: Store, queue: string, child: { _id: ObjectId; parents: string[] }): Promise<boolean> {
+export async function releaseIfReady(store: Store, queue: string, child: { _id: DocumentId; parents: string[] }): Promise<boolean> {
   if ((await unfinishedParents(store, queue, child.parents)).length > 0) return false;
   const { stateField } = store.layout;
   const result = await store.jobs.updateOne(

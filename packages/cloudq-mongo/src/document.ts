@@ -58,8 +58,14 @@ export interface SwitchyardFields {
   nativeJson?: string;
 }
 
+/**
+ * Every Mongo-era server and Switchyard write ObjectId `_id`s, but a document inserted by hand or
+ * by some other tool may carry a string or a number; idOf() turns any of them into Job.id.
+ */
+export type DocumentId = ObjectId | string | number;
+
 export interface CloudqDocument {
-  _id: ObjectId;
+  _id: DocumentId;
   queue: string;
   klass?: string;
   args?: unknown;

@@ -15,6 +15,7 @@ import { BSON, ObjectId } from "mongodb";
 import { UNFINISHED, releaseIfReady, unfinishedParents } from "./dependencies.js";
 import {
   type CloudqDocument,
+  type DocumentId,
   NATIVE,
   type SwitchyardFields,
   argsOf,
@@ -74,7 +75,7 @@ function checkSize(document: Record<string, unknown>): void {
  * A bulk write failed after it had written part of the batch: removes what it wrote, so a batch
  * is all or nothing, and reports the failure as a typed error.
  */
-export async function undoPartialWrite(store: Store, written: ObjectId[], error: unknown, what: string): Promise<never> {
+export async function undoPartialWrite(store: Store, written: DocumentId[], error: unknown, what: string): Promise<never> {
   if (written.length > 0) await store.jobs.deleteMany({ _id: { $in: written } });
   if (isSwitchyardError(error)) throw error;
   const reason = error instanceof Error ? error.message : String(error);
@@ -186,7 +187,7 @@ async function insertJob(
   store: Store,
   queue: string,
   input: NormalizedEnqueueInput,
-): Promise<{ result: EnqueueResult; written?: ObjectId }> {
+): Promise<{ result: EnqueueResult; written?: DocumentId }> {
   const now = Date.now();
   const source = sourceOfInput(input, now);
   if (input.uniqueKey !== undefined) source.extras.uniqueSlot = uniqueSlot(queue, input.uniqueKey);
@@ -220,7 +221,7 @@ export async function enqueueMany(store: Store, queue: string, inputs: Normalize
   );
   if (inputs.some((input) => input.id !== undefined || input.uniqueKey !== undefined || input.dependsOn.length > 0)) {
     const results: EnqueueResult[] = [];
-    const written: ObjectId[] = [];
+    const written: DocumentId[] = [];
     try {
       for (const input of inputs) {
         const inserted = await insertJob(store, queue, input);

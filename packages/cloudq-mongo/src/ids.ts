@@ -24,12 +24,16 @@ export function uniqueSlot(queue: string, key: string): string {
   return JSON.stringify([queue, key]);
 }
 
-/** A filter for the job `id` of `queue`, whichever way its id is stored. */
+/**
+ * A filter for the job `id` of `queue`, whichever way its id is stored: an ObjectId `_id`, a
+ * caller-chosen id in `switchyard.id`, or a string or integer `_id` of a hand-inserted document.
+ */
 export function jobFilter(queue: string, id: string): Record<string, unknown> {
   const objectId = asObjectId(id);
-  const bySlot = { "switchyard.idSlot": idSlot(queue, id) };
-  if (!objectId) return { queue, ...bySlot };
-  return { queue, $or: [{ _id: objectId }, bySlot] };
+  const ids: Record<string, unknown>[] = [{ "switchyard.idSlot": idSlot(queue, id) }, { _id: id }];
+  if (objectId) ids.push({ _id: objectId });
+  if (/^-?[0-9]{1,15}$/.test(id)) ids.push({ _id: Number(id) });
+  return { queue, $or: ids };
 }
 
 /** The id a document shows as Job.id. */

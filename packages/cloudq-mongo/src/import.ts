@@ -1,7 +1,6 @@
 import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, parseOrThrow } from "@switchyard/core";
-import type { ObjectId } from "mongodb";
 import { z } from "zod";
-import { type SwitchyardFields, priorityFields } from "./document.js";
+import { type DocumentId, type SwitchyardFields, priorityFields } from "./document.js";
 import { buildDocument, insertDocument, undoPartialWrite } from "./enqueue.js";
 import { uniqueSlot } from "./ids.js";
 import { nativeStateFor } from "./queries.js";
@@ -29,7 +28,7 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
   );
   let imported = checked.length - kept.length;
   const skipped: string[] = [];
-  const written: ObjectId[] = [];
+  const written: DocumentId[] = [];
   try {
     for (const [index, job] of kept.entries()) {
       const document = documents[index] as (typeof documents)[number];

@@ -8,8 +8,8 @@ import {
   emptyCounts,
   encodeCursor,
 } from "@switchyard/core";
-import { ObjectId } from "mongodb";
-import { documentToJob } from "./document.js";
+import { BSON, ObjectId } from "mongodb";
+import { type DocumentId, documentToJob } from "./document.js";
 import { jobFilter } from "./ids.js";
 import { stateFilter } from "./queries.js";
 import type { Store } from "./store.js";
@@ -37,8 +37,10 @@ export async function countJobs(store: Store, queue: string): Promise<JobCounts>
 }
 
 /**
- * Pages in `_id` order with the last `_id` seen as the cursor: stable while jobs come and go, and
- * every document Switchyard or a Mongo-era server writes has an ObjectId `_id`.
+ * Pages in `_id` order with the last `_id` seen as the cursor: stable while jobs come and go.
+ * Every document Switchyard or a Mongo-era server writes has an ObjectId `_id`, but a hand-inserted
+ * one may have a string or a number, so the cursor keeps the type (as extended JSON) and the next
+ * page also takes every `_id` of a type that sorts later (numbers, then strings, then ObjectIds).
  */
 export async function pageJobs(
   store: Store,
@@ -49,9 +51,12 @@ export async function pageJobs(
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
     throw new ValidationError(`cloudq-mongo: limit must be an integer from 1 to ${MAX_PAGE}`, { limit });
   }
-  const after = decodeCursor(cursor, (value): value is string => typeof value === "string" && ObjectId.isValid(value));
+  const after = positionOf(
+    decodeCursor(cursor, (value): value is object => typeof value === "object" && value !== null),
+    cursor,
+  );
   if (!filter) return { items: [], cursor: null };
-  const query = after === undefined ? filter : { $and: [filter, { _id: { $gt: new ObjectId(after) } }] };
+  const query = after === undefined ? filter : { $and: [filter, afterId(after)] };
   const documents = await store.jobs
     .find(query)
     .sort({ _id: 1 })
@@ -62,8 +67,31 @@ export async function pageJobs(
   const last = page.at(-1);
   return {
     items: page.map((document) => documentToJob(document, store.layout.stateField, now)),
-    cursor: documents.length > limit && last ? encodeCursor(last._id.toHexString()) : null,
+    cursor: documents.length > limit && last ? encodeCursor(BSON.EJSON.serialize({ _id: last._id })) : null,
   };
+}
+
+/** The `$type` aliases of the `_id` types a job document may have, in MongoDB's sort order. */
+const ID_TYPE_ORDER = ["number", "string", "objectId"] as const;
+
+/** The `_id` a cursor holds, of one of the types a job document may have. */
+function positionOf(value: object | undefined, cursor: string | undefined): { _id: DocumentId } | undefined {
+  if (value === undefined) return undefined;
+  let _id: unknown;
+  try {
+    _id = (BSON.EJSON.deserialize(value as Record<string, unknown>) as { _id?: unknown })._id;
+  } catch {
+    _id = undefined;
+  }
+  if (_id instanceof ObjectId || typeof _id === "string" || typeof _id === "number") return { _id };
+  throw new ValidationError(`cloudq-mongo: invalid cursor "${cursor}"`);
+}
+
+function afterId(after: { _id: DocumentId }): Record<string, unknown> {
+  const { _id } = after;
+  const type = _id instanceof ObjectId ? "objectId" : typeof _id === "string" ? "string" : "number";
+  const later = ID_TYPE_ORDER.slice(ID_TYPE_ORDER.indexOf(type) + 1);
+  return later.length === 0 ? { _id: { $gt: _id } } : { $or: [{ _id: { $gt: _id } }, { _id: { $type: [...later] } }] };
 }
 
 export function listFilter(store: Store, queue: string, state: JobState): Record<string, unknown> | null {

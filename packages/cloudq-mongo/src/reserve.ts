@@ -1,6 +1,6 @@
 import type { Job } from "@switchyard/core";
 import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
-import { isDuplicateKey } from "./ids.js";
+import { idOf, isDuplicateKey } from "./ids.js";
 import { claimableFilter, reserveSort } from "./queries.js";
 import { type Store, update } from "./store.js";
 
@@ -119,7 +119,7 @@ export function forgetCandidates(store: Store, queue: string): void {
  * are STALE_TOKEN_MS old, which also clears one left by a reserver that died mid-claim.
  */
 function tokenOf(candidate: Candidate): string {
-  return `${candidate._id.toHexString()}:${(candidate.switchyard?.attempts ?? 0) + 1}`;
+  return `${idOf({ _id: candidate._id })}:${(candidate.switchyard?.attempts ?? 0) + 1}`;
 }
 
 /** Inserts the batch's tokens in one unordered insertMany and returns the candidates whose token it won. */

@@ -116,3 +116,39 @@ describe("cloudq-mongo: bulk writes are all or nothing", () => {
     expect(await jobs().countDocuments({ queue: q })).toBe(0);
   });
 });
+
+describe("cloudq-mongo: documents whose _id is not an ObjectId", () => {
+  it("a hand-inserted string or number _id is reserved, completed, listed and paged like any job", async () => {
+    const q = queue();
+    const now = new Date();
+    await jobs().insertMany([
+      { _id: "legacy-1", queue: q, klass: "Legacy", args: ["s"], queue_state: "queued", inserted_at: now },
+      { _id: 42, queue: q, klass: "Numbered", args: ["n"], queue_state: "queued", inserted_at: now },
+    ] as never[]);
+    const { job: modern } = await backend.enqueue(q, { name: "Modern", data: [1] });
+    const all = new Set(["legacy-1", "42", modern.id]);
+
+    const exported: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await backend.export(q, { limit: 1, ...(cursor ? { cursor } : {}) });
+      exported.push(...page.items.map((job) => job.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor);
+    expect(new Set(exported)).toEqual(all);
+    expect(exported).toHaveLength(3);
+
+    expect(await backend.get(q, "legacy-1")).toMatchObject({ name: "Legacy", data: ["s"], state: "waiting" });
+    const reserved = await backend.reserve(q, { worker: "w", count: 3 });
+    expect(new Set(reserved.map((job) => job.id))).toEqual(all);
+    await backend.complete(q, "legacy-1", { worker: "w" });
+    await backend.complete(q, "42", { worker: "w" });
+    expect(await jobs().countDocuments({ queue: q, _id: { $in: ["legacy-1", 42] } } as never)).toBe(0);
+    expect((await backend.counts(q)).active).toBe(1);
+  });
+
+  it("a cursor that does not hold an id is a ValidationError", async () => {
+    const bad = Buffer.from(JSON.stringify({ _id: { nested: true } })).toString("base64url");
+    await expect(backend.export(queue(), { cursor: bad })).rejects.toMatchObject({ code: "VALIDATION" });
+  });
+});
