@@ -51,7 +51,13 @@ export const SY = {
   maxAttempts: "sy_max_attempts",
   /** JSON of the core backoff policy. */
   backoff: "sy_backoff",
+  /** The job's unique key, as recorded (kept after the job finished). */
   uniqueKey: "sy_unique_key",
+  /**
+   * The unique key while the job holds it (NULL once finished): the unique index is on this column,
+   * so a key is free for a new job once the old one completed, failed for good or was canceled.
+   */
+  uniqueSlot: "sy_unique_slot",
   result: "sy_result",
   progress: "sy_progress",
   errorGroup: "sy_error_group",
@@ -92,6 +98,7 @@ export interface JobRow {
   sy_max_attempts: number | null;
   sy_backoff: string | null;
   sy_unique_key: string | null;
+  sy_unique_slot?: string | null;
   sy_result: string | null;
   sy_progress: string | null;
   sy_error_group: string | null;

@@ -17,8 +17,9 @@ export async function findRow(store: Store, db: Db, queue: string, id: string, l
   return rows[0] ?? null;
 }
 
+/** The unfinished job that holds a unique key in a queue, or null. */
 export async function findByUniqueKey(store: Store, db: Db, queue: string, key: string, latest = false): Promise<JobRow | null> {
-  const query = latestRead(store, db(store.table).select("*"), latest).where(SY.uniqueKey, key);
+  const query = latestRead(store, db(store.table).select("*"), latest).where(SY.uniqueSlot, key);
   whereQueue(store, query, queue);
   const rows = (await query.limit(1)) as JobRow[];
   return rows[0] ?? null;

@@ -92,6 +92,7 @@ export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueue
     [SY.maxAttempts]: input.maxAttempts,
     [SY.backoff]: input.backoff ? JSON.stringify(input.backoff) : null,
     [SY.uniqueKey]: input.uniqueKey ?? null,
+    [SY.uniqueSlot]: input.uniqueKey ?? null,
     [SY.tags]: input.tags.length > 0 ? JSON.stringify(input.tags) : null,
     [SY.native]: Object.keys(native).length > 0 ? JSON.stringify(native) : null,
     [SY.createdMs]: now,
@@ -126,6 +127,8 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
     [SY.maxAttempts]: job.maxAttempts,
     [SY.backoff]: job.backoff ? JSON.stringify(job.backoff) : null,
     [SY.uniqueKey]: job.uniqueKey,
+    // A finished job no longer holds its key (see SY.uniqueSlot).
+    [SY.uniqueSlot]: status === STATUS.pending ? job.uniqueKey : null,
     [SY.result]: job.result === null ? null : JSON.stringify(job.result),
     [SY.progress]: job.progress === null ? null : JSON.stringify(job.progress),
     [SY.errorGroup]: job.error?.group ?? null,

@@ -1,5 +1,5 @@
 import type { Knex } from "knex";
-import { RJQUEUE_LOCKED, SY, UNLOCKED } from "./columns.js";
+import { ACTIVE_STATUSES, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import { isConnectionError } from "./db-errors.js";
 import type { Store } from "./options.js";
 
@@ -35,6 +35,7 @@ const SWITCHYARD_COLUMNS: Array<[string, ColumnAdder]> = [
   [SY.maxAttempts, (t) => t.integer(SY.maxAttempts)],
   [SY.backoff, (t) => t.string(SY.backoff, 255)],
   [SY.uniqueKey, (t) => t.string(SY.uniqueKey, 255)],
+  [SY.uniqueSlot, (t) => t.string(SY.uniqueSlot, 255)],
   [SY.result, (t) => t.text(SY.result)],
   [SY.progress, (t) => t.text(SY.progress)],
   [SY.errorGroup, (t) => t.string(SY.errorGroup, 255)],
@@ -74,8 +75,9 @@ const INDEXES: IndexSpec[] = [
     descending: [SY.priority],
     unique: false,
   },
-  // Concurrent enqueues with one unique key (or one caller-chosen id) agree on a single row.
-  { name: (t) => `${t}_sy_unique_key_uq`, columns: [SY.queue, SY.uniqueKey], unique: true },
+  // Concurrent enqueues with one unique key (or one caller-chosen id) agree on a single row. The key
+  // is held in sy_unique_slot, which the finish step clears, so a finished job lets the key go.
+  { name: (t) => `${t}_sy_unique_slot_uq`, columns: [SY.queue, SY.uniqueSlot], unique: true },
   { name: (t) => `${t}_sy_job_id_uq`, columns: [SY.queue, SY.jobId], unique: true },
 ];
 
@@ -129,6 +131,7 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
     }
   }
   const indexes = await indexNames(store);
+  await moveUniqueKeyIndex(store, indexes);
   for (const spec of INDEXES) {
     const names = [spec.name(table), ...(spec.aliases?.(table) ?? [])];
     if (names.some((name) => indexes.has(name.toLowerCase()))) continue;
@@ -150,6 +153,23 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
     });
   }
   await detectLayout(store);
+}
+
+/**
+ * Tables from before sy_unique_slot had their unique index on (sy_queue, sy_unique_key), which held
+ * a key forever: unfinished rows get their key copied into the slot, and the old index goes.
+ */
+async function moveUniqueKeyIndex(store: Store, indexes: Set<string>): Promise<void> {
+  const { knex, table } = store;
+  const old = `${table}_sy_unique_key_uq`;
+  if (!indexes.has(old.toLowerCase())) return;
+  await knex(table)
+    .whereNotNull(SY.uniqueKey)
+    .whereNull(SY.uniqueSlot)
+    .whereIn("status", [STATUS.pending, ...ACTIVE_STATUSES])
+    .update({ [SY.uniqueSlot]: knex.ref(SY.uniqueKey) });
+  await knex.schema.alterTable(table, (t) => t.dropUnique([SY.queue, SY.uniqueKey], old));
+  indexes.delete(old.toLowerCase());
 }
 
 async function indexNames(store: Store): Promise<Set<string>> {

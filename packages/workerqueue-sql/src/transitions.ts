@@ -1,6 +1,7 @@
 import {
   type CompleteOptions,
   DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
   type FailOptions,
   type HeartbeatOptions,
   InvalidStateError,
@@ -114,7 +115,7 @@ export function failJob(store: Store, queue: string, id: string, options: FailOp
   const error = parseOrThrow(JobErrorSchema, options.error, "error");
   return transition(store, queue, id, "fail", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, now) => {
     const attempts = Number(row.attempts ?? 0);
-    const maxAttempts = num(row.sy_max_attempts) ?? 3;
+    const maxAttempts = num(row.sy_max_attempts) ?? DEFAULT_MAX_ATTEMPTS;
     const errorColumns = { details: error.message, [SY.errorGroup]: error.group ?? null };
     if (options.retry === false || attempts >= maxAttempts) return finished(store, row, now, STATUS.error, errorColumns);
     const backoff = row.sy_backoff ? JSON.parse(row.sy_backoff) : null;
@@ -154,6 +155,8 @@ function finished(store: Store, row: JobRow, now: number, status: string, extra:
     [SY.leaseUntil]: null,
     [SY.runAt]: null,
     [SY.finishedMs]: now,
+    // The job lets its unique key go: a new enqueue with it makes a new job (sy_unique_key keeps the record).
+    [SY.uniqueSlot]: null,
     ...extra,
   };
 }

@@ -1,4 +1,4 @@
-import type { Backend } from "@switchyard/core";
+import type { Backend, Job } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
@@ -114,6 +114,70 @@ for (const dialect of DIALECTS) {
       const { job: c } = await wq.enqueue(q, { name: "c", priority: 20 });
       // In one answer too: the expired lease (priority 10) comes before the waiting job (priority 20).
       expect((await wq.reserve(q, { worker: "fourth", count: 3 })).map((job) => job.id)).toEqual([b.id, c.id]);
+    });
+
+    it("a unique key is free again once its job finished (complete, fail for good, cancel); the finished row keeps it as its record", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job: first } = await wq.enqueue(q, { name: "u", uniqueKey: "k", maxAttempts: 1 });
+      const again = await wq.enqueue(q, { name: "u", uniqueKey: "k" });
+      expect(again).toMatchObject({ created: false, job: { id: first.id } });
+      await wq.reserve(q, { worker: "w" });
+      await wq.complete(q, first.id, { worker: "w" });
+      const second = await wq.enqueue(q, { name: "u", uniqueKey: "k", maxAttempts: 1 });
+      expect(second.created).toBe(true);
+      expect(second.job.id).not.toBe(first.id);
+      expect(await row(first.id)).toMatchObject({ sy_unique_key: "k", sy_unique_slot: null });
+      expect((await wq.get(q, first.id))?.uniqueKey).toBe("k");
+      await wq.reserve(q, { worker: "w" });
+      await wq.fail(q, second.job.id, { worker: "w", error: { message: "gone" } });
+      const third = await wq.enqueue(q, { name: "u", uniqueKey: "k" });
+      expect(third.created).toBe(true);
+      await wq.cancel(q, third.job.id);
+      const fourth = await wq.enqueue(q, { name: "u", uniqueKey: "k" });
+      expect(fourth.created).toBe(true);
+      expect(await row(fourth.job.id)).toMatchObject({ sy_unique_key: "k", sy_unique_slot: "k" });
+      expect(new Set([first.id, second.job.id, third.job.id, fourth.job.id]).size).toBe(4);
+    });
+
+    it("import of a finished job and a newer waiting job with the same unique key writes both", async () => {
+      const source = await open();
+      const from = queue();
+      const { job: old } = await source.enqueue(from, { name: "u", uniqueKey: "same" });
+      await source.reserve(from, { worker: "w" });
+      await source.complete(from, old.id, { worker: "w" });
+      const { job: fresh } = await source.enqueue(from, { name: "u", uniqueKey: "same" });
+      const exported = (await source.export(from, {})).items as Job[];
+      expect(exported.map((job) => job.id).sort()).toEqual([old.id, fresh.id].sort());
+      const to = queue();
+      expect(await source.import(to, exported)).toEqual({ imported: 2, skipped: [] });
+      expect((await source.get(to, fresh.id))?.state).toBe("waiting");
+      expect((await source.enqueue(to, { name: "u", uniqueKey: "same" })).job.id).toBe(fresh.id);
+    });
+
+    it("ready() on a table with the old unique index on sy_unique_key moves the key of unfinished jobs into sy_unique_slot", async () => {
+      const older = randomTable("wq_rv_old");
+      const wq = createWorkerQueueBackend({ url, table: older });
+      try {
+        await wq.ready();
+        const q = queue();
+        const { job: held } = await wq.enqueue(q, { name: "u", uniqueKey: "held" });
+        const { job: done } = await wq.enqueue(q, { name: "u", uniqueKey: "done" });
+        await wq.cancel(q, done.id);
+        // The layout as it was: no slot values, the unique index on the key itself.
+        await db.schema.alterTable(older, (t) => t.dropUnique(["sy_queue", "sy_unique_slot"], `${older}_sy_unique_slot_uq`));
+        await db(older).update({ sy_unique_slot: null });
+        await db.schema.alterTable(older, (t) => t.unique(["sy_queue", "sy_unique_key"], { indexName: `${older}_sy_unique_key_uq` }));
+        const migrated = createWorkerQueueBackend({ url, table: older });
+        await migrated.ready();
+        expect(await migrated.enqueue(q, { name: "u", uniqueKey: "held" })).toMatchObject({ created: false, job: { id: held.id } });
+        expect((await migrated.enqueue(q, { name: "u", uniqueKey: "done" })).created).toBe(true);
+        await migrated.close();
+      } finally {
+        await wq.close();
+        await db.schema.dropTableIfExists(older);
+        await db.schema.dropTableIfExists(`${older}_paused_queues`);
+      }
     });
   });
 }
