@@ -157,7 +157,8 @@ export function coreStateOf(document: CloudqDocument, stateField: StateField, no
     case NATIVE.blocked:
       return "blocked";
     default:
-      // `canceled`, or a value no Mongo-era server writes: never handed out, so not runnable.
+      // `canceled`, or a value (or none) no Mongo-era server writes: never handed out, so not
+      // runnable. stateFilter("canceled") selects the same documents.
       return "canceled";
   }
 }

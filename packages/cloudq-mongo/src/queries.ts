@@ -34,7 +34,15 @@ export function reserveSort(stateField: StateField): Record<string, 1 | -1> {
   return { [stateField]: -1, "switchyard.boost": -1, "switchyard.demote": 1, inserted_at: 1, _id: 1 };
 }
 
-/** The filter selecting the jobs of one core state. */
+/** Every state value that maps to a core state of its own; any other value (or none) reads as canceled. */
+const KNOWN_STATES = [NATIVE.queued, NATIVE.reserved, NATIVE.deleted, NATIVE.failed, NATIVE.blocked];
+
+/**
+ * The filter selecting the jobs of one core state. `canceled` is "none of the other values", as
+ * coreStateOf() reads it: a document with a state no Mongo-era server writes, or without the
+ * state field at all (a `workflow_state` document read with the `queue_state` layout), is never
+ * handed out, and list and counts show it where get() does.
+ */
 export function stateFilter(queue: string, stateField: StateField, state: JobState, now: number): Filter | null {
   switch (state) {
     case "waiting":
@@ -48,7 +56,7 @@ export function stateFilter(queue: string, stateField: StateField, state: JobSta
     case "failed":
       return { queue, [stateField]: NATIVE.failed };
     case "canceled":
-      return { queue, [stateField]: NATIVE.canceled };
+      return { queue, [stateField]: { $nin: KNOWN_STATES } };
     case "blocked":
       return { queue, [stateField]: NATIVE.blocked };
   }

@@ -152,3 +152,22 @@ describe("cloudq-mongo: documents whose _id is not an ObjectId", () => {
     await expect(backend.export(queue(), { cursor: bad })).rejects.toMatchObject({ code: "VALIDATION" });
   });
 });
+
+describe("cloudq-mongo: state values no Mongo-era server writes", () => {
+  it("a document with an unknown state value or none in the layout's field is canceled in get, list and counts alike, and never reserved", async () => {
+    const q = queue();
+    const now = new Date();
+    const { insertedIds } = await jobs().insertMany([
+      { queue: q, klass: "Ruby", args: [], workflow_state: "queued", created_at: now },
+      { queue: q, klass: "Odd", args: [], queue_state: "on-hold", inserted_at: now },
+    ]);
+    const { job } = await backend.enqueue(q, { name: "Canceled" });
+    await backend.cancel(q, job.id);
+    const ids = [...Object.values(insertedIds).map((id) => id.toHexString()), job.id];
+    for (const id of ids) expect((await backend.get(q, id))?.state).toBe("canceled");
+    const listed = await backend.list(q, { state: "canceled" });
+    expect(new Set(listed.items.map((item) => item.id))).toEqual(new Set(ids));
+    expect(await backend.counts(q)).toMatchObject({ canceled: 3, waiting: 0, active: 0, failed: 0 });
+    expect(await backend.reserve(q, { worker: "w" })).toEqual([]);
+  });
+});
