@@ -53,7 +53,10 @@ const MAX_PAGE = 1000;
 const RELEASE_INTERVAL_MS = 1000;
 
 const isAfterCursor = (value: unknown): value is { after: number } =>
-  typeof value === "object" && value !== null && typeof (value as { after?: unknown }).after === "number";
+  typeof value === "object" &&
+  value !== null &&
+  Number.isSafeInteger((value as { after?: unknown }).after) &&
+  ((value as { after: number }).after as number) >= 0;
 
 /** A Backend over the Worker Queue `jobs` table (taf2/workq, rjqueue) on SQLite, PostgreSQL or MySQL/MariaDB. */
 export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Backend {

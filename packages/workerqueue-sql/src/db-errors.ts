@@ -1,4 +1,4 @@
-import { BackendUnavailableError, isSwitchyardError } from "@switchyard/core";
+import { BackendUnavailableError, ValidationError, isSwitchyardError } from "@switchyard/core";
 
 interface DriverError {
   code?: string;
@@ -10,6 +10,16 @@ interface DriverError {
 export function isUniqueViolation(error: unknown): boolean {
   const e = error as DriverError;
   return e?.code === "23505" || e?.errno === 1062 || e?.code === "ER_DUP_ENTRY" || e?.code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+/**
+ * The database refused a value: PostgreSQL's class 22 (data exception: too long, out of range, NUL in
+ * text, bad number syntax), MySQL's data too long (1406), out of range (1264), incorrect value (1366),
+ * truncated (1265). The caller gave it, so it is a ValidationError, not a server fault.
+ */
+function isRefusedValue(error: unknown): boolean {
+  const e = error as DriverError;
+  return (typeof e?.code === "string" && /^22[0-9A-Z]{3}$/.test(e.code)) || [1406, 1264, 1366, 1265].includes(e?.errno ?? 0);
 }
 
 /** Lock contention the database asks us to retry: deadlock, lock timeout, a busy SQLite file. */
@@ -39,6 +49,12 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, at
       if (isTransient(error) && attempt < attempts) {
         await new Promise((resolve) => setTimeout(resolve, 5 * attempt + Math.random() * 20));
         continue;
+      }
+      if (isRefusedValue(error)) {
+        const reason = String((error as DriverError).message ?? "")
+          .split(" - ")
+          .pop();
+        throw new ValidationError(`workerqueue-sql: ${what}: the database refused a value: ${reason}`);
       }
       if (isConnectionError(error)) {
         throw new BackendUnavailableError(`workerqueue-sql: ${what} failed: ${(error as Error).message}`, { cause: error });

@@ -7,6 +7,7 @@ import {
   JobSchema,
   type NormalizedEnqueueInput,
   UnsupportedError,
+  ValidationError,
   normalizeEnqueueInput,
   parseOrThrow,
   runAtOf,
@@ -21,6 +22,10 @@ import { advanceIdCounter } from "./sequence.js";
 
 function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   const normalized = normalizeEnqueueInput(input);
+  // sy_run_at is a bigint of epoch ms: a time past any safe integer is refused rather than rounded.
+  if (!Number.isSafeInteger(normalized.runAt ?? Date.now() + (normalized.delay ?? 0))) {
+    throw new ValidationError("workerqueue-sql: runAt/delay is too far in the future");
+  }
   if (normalized.dependsOn.length > 0) {
     throw new UnsupportedError("workerqueue-sql: job dependencies are not supported (capability dependencies: false)");
   }
@@ -103,6 +108,10 @@ export async function insertRow(store: Store, db: Db, row: Record<string, unknow
 /** Writes jobs as they were (ids, states, attempts, timestamps); ids already in the queue are skipped. */
 export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
   const checked = jobs.map((job) => parseOrThrow(JobSchema, job, "imported job"));
+  const tooLong = checked.find((job) => job.id.length > 255 || job.name.length > 255 || (job.uniqueKey?.length ?? 0) > 255);
+  if (tooLong) {
+    throw new ValidationError(`workerqueue-sql: job ${tooLong.id.slice(0, 40)}...: id, name and unique key hold at most 255 characters`);
+  }
   const blocked = checked.find((job) => job.state === "blocked" || job.dependsOn.length > 0);
   if (blocked) {
     throw new UnsupportedError(`workerqueue-sql: job ${blocked.id} has dependencies, which this backend does not support`);

@@ -1,5 +1,13 @@
-import { type Backoff, DEFAULT_MAX_ATTEMPTS, type Job, type JobState, type Json, type NormalizedEnqueueInput } from "@switchyard/core";
-import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
+import {
+  type Backoff,
+  DEFAULT_MAX_ATTEMPTS,
+  type Job,
+  type JobState,
+  type Json,
+  type NormalizedEnqueueInput,
+  ValidationError,
+} from "@switchyard/core";
+import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import { decodeData, encodeData, formatOf } from "./encoding.js";
 import type { Store } from "./options.js";
 
@@ -153,7 +161,11 @@ function splitNative(fields: Record<string, unknown>): {
   const { [NATIVE_KEY]: ownValue, ...native } = fields;
   const own = ownValue !== null && typeof ownValue === "object" && !Array.isArray(ownValue) ? (ownValue as Record<string, unknown>) : {};
   const legacy: Record<string, unknown> = {};
-  if (typeof own.taskable_id === "number" && Number.isInteger(own.taskable_id)) legacy.taskable_id = own.taskable_id;
+  if (typeof own.taskable_id === "number" && Number.isInteger(own.taskable_id)) {
+    // The legacy column is a 32-bit int.
+    if (Math.abs(own.taskable_id) > MAX_ROW_ID) throw new ValidationError("workerqueue-sql: taskable_id must fit a 32-bit integer");
+    legacy.taskable_id = own.taskable_id;
+  }
   if (typeof own.taskable_type === "string") legacy.taskable_type = own.taskable_type.slice(0, 255);
   return { legacy, native, own };
 }

@@ -110,16 +110,24 @@ export function completeJob(store: Store, queue: string, id: string, options: Co
   );
 }
 
+/** The longest wait before a retry: ten years. */
+export const MAX_RETRY_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
+
 /** Retries (pending, after the backoff) while attempts remain, else `error` for good. */
 export function failJob(store: Store, queue: string, id: string, options: FailOptions): Promise<Job> {
   const error = parseOrThrow(JobErrorSchema, options.error, "error");
+  const { retryDelay } = options;
+  if (retryDelay !== undefined && (typeof retryDelay !== "number" || Number.isNaN(retryDelay) || retryDelay < 0)) {
+    throw new ValidationError("workerqueue-sql: retryDelay must be a non-negative number of milliseconds");
+  }
   return transition(store, queue, id, "fail", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, now) => {
     const attempts = Number(row.attempts ?? 0);
     const maxAttempts = num(row.sy_max_attempts) ?? DEFAULT_MAX_ATTEMPTS;
     const errorColumns = { details: error.message, [SY.errorGroup]: error.group ?? null };
     if (options.retry === false || attempts >= maxAttempts) return finished(store, row, now, STATUS.error, errorColumns);
     const backoff = row.sy_backoff ? JSON.parse(row.sy_backoff) : null;
-    const delay = options.retryDelay ?? backoffDelay(backoff, attempts);
+    // Capped, so that now + delay stays a bigint (and a safe integer) however large the backoff grows.
+    const delay = Math.min(options.retryDelay ?? backoffDelay(backoff, attempts), MAX_RETRY_DELAY_MS);
     return {
       ...errorColumns,
       status: STATUS.pending,

@@ -1,4 +1,4 @@
-import type { Backend, Job } from "@switchyard/core";
+import { type Backend, type Job, ValidationError, encodeCursor } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
@@ -177,6 +177,65 @@ for (const dialect of DIALECTS) {
         await wq.close();
         await db.schema.dropTableIfExists(older);
         await db.schema.dropTableIfExists(`${older}_paused_queues`);
+      }
+    });
+
+    it("values the database would refuse are ValidationErrors, and nothing of the call is written", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job } = await wq.enqueue(q, { name: "template" });
+      const model = (await wq.get(q, job.id)) as Job;
+      const count = async () => Number((await db(table).where("sy_queue", q).count({ n: "*" }))[0]?.n);
+      // An id of 256 characters (the column holds 255), in a batch with a good job: none is written.
+      await expect(
+        wq.import(q, [
+          { ...model, id: "ok-1" },
+          { ...model, id: "x".repeat(256) },
+        ]),
+      ).rejects.toBeInstanceOf(ValidationError);
+      // taskable_id is a 32-bit int column.
+      await expect(wq.enqueue(q, { name: "t", native: { workerqueue: { taskable_id: 2 ** 31 } } })).rejects.toBeInstanceOf(ValidationError);
+      // A runAt no bigint holds.
+      await expect(wq.enqueue(q, { name: "t", runAt: 1e300 })).rejects.toBeInstanceOf(ValidationError);
+      // A cursor that is not a safe non-negative integer position.
+      await expect(wq.list(q, { state: "waiting", cursor: encodeCursor({ after: 1.5 }) })).rejects.toBeInstanceOf(ValidationError);
+      await expect(wq.export(q, { cursor: encodeCursor({ after: -1 }) })).rejects.toBeInstanceOf(ValidationError);
+      expect(await count()).toBe(1);
+      if (dialect === "postgres") {
+        // PostgreSQL text cannot hold NUL (22021): in a queue name, a job name, an id, a unique key.
+        await expect(wq.enqueue(`${q}\u0000`, { name: "t" })).rejects.toBeInstanceOf(ValidationError);
+        await expect(wq.enqueue(q, { name: "t\u0000" })).rejects.toBeInstanceOf(ValidationError);
+        await expect(wq.enqueue(q, { name: "t", id: "a\u0000b" })).rejects.toBeInstanceOf(ValidationError);
+        await expect(wq.enqueue(q, { name: "t", uniqueKey: "a\u0000b" })).rejects.toBeInstanceOf(ValidationError);
+        await expect(wq.get(q, "a\u0000b")).rejects.toBeInstanceOf(ValidationError);
+        expect(await count()).toBe(1);
+      }
+    });
+
+    it("an unbounded retryDelay or an exponential backoff past any bigint is capped, and the job retries later", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job } = await wq.enqueue(q, { name: "t", maxAttempts: 5, backoff: { type: "exponential", delay: 31_536_000_000 } });
+      await wq.reserve(q, { worker: "w" });
+      const retried = await wq.fail(q, job.id, { worker: "w", error: { message: "x" }, retryDelay: Number.MAX_VALUE });
+      expect(retried.state).toBe("delayed");
+      expect(Number.isSafeInteger(retried.runAt)).toBe(true);
+      // Due again at once (so the backoff applies next), then exponential backoffs past any bigint.
+      await db(table)
+        .where("id", Number(job.id))
+        .update({ sy_run_at: Date.now() - 1, locked_queue_id: "" });
+      await wq.reserve(q, { worker: "w" });
+      for (let i = 0; i < 2; i++) {
+        await db(table)
+          .where("id", Number(job.id))
+          .update({ attempts: 1000 + i, sy_max_attempts: 5000 });
+        const again = await wq.fail(q, job.id, { worker: "w", error: { message: "x" } });
+        expect(again.state).toBe("delayed");
+        expect(Number.isSafeInteger(again.runAt)).toBe(true);
+        await db(table)
+          .where("id", Number(job.id))
+          .update({ sy_run_at: Date.now() - 1, locked_queue_id: "" });
+        await wq.reserve(q, { worker: "w" });
       }
     });
   });
