@@ -24,7 +24,7 @@ import {
 } from "@switchyard/core";
 import { claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
-import { DELAYED_LOCK, RJQUEUE_LOCKED, SY } from "./columns.js";
+import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
 import { checkId, checkQueue, findRow } from "./lookup.js";
@@ -173,7 +173,12 @@ class WorkerQueueBackend implements Backend {
       .select(knex.raw("case when ?? is not null then 1 else 0 end as is_canceled", [SY.canceledMs]))
       .select(
         this.store.layout.rjqueueLocked
-          ? knex.raw("case when ?? = ? and ?? <> ? then 1 else 0 end as is_held", [RJQUEUE_LOCKED, true, "locked_queue_id", DELAYED_LOCK])
+          ? knex.raw("case when ?? = ? and ?? not in (?, ?) then 1 else 0 end as is_held", [
+              RJQUEUE_LOCKED,
+              true,
+              "locked_queue_id",
+              ...DELAYED_LOCKS,
+            ])
           : knex.raw("0 as is_held"),
       )
       .count({ n: "*" });

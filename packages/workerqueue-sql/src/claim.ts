@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
-import { CLAIM_LOCK_PREFIX, DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
 import { num, rjqueueLocked, sqlDate } from "./row.js";
 import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
@@ -144,7 +144,7 @@ export async function releaseDueDelayed(store: Store, now: number): Promise<void
   await store
     .knex(store.table)
     .where("status", STATUS.pending)
-    .where("locked_queue_id", DELAYED_LOCK)
+    .whereIn("locked_queue_id", DELAYED_LOCKS)
     .where(SY.runAt, "<=", now)
     .update({ locked_queue_id: UNLOCKED, ...rjqueueLocked(store, false) });
 }

@@ -25,6 +25,14 @@ export const UNLOCKED = "";
  * Switchyard reserve() clears the marker of every job that has become due.
  */
 export const DELAYED_LOCK = "sy:delayed";
+/**
+ * The delay marker on MySQL/MariaDB: workqd's idle poll compares `locked_queue_id=0` as a number
+ * there, and `'sy:delayed'` converts to 0, so delayed rows kept the daemon awake; this one converts
+ * to 1. (PostgreSQL and SQLite never compare the lock as a number, so they keep `sy:delayed`.)
+ */
+export const MYSQL_DELAYED_LOCK = "1:sy:delayed";
+/** Every delay marker, read on every dialect (MySQL rows written before MYSQL_DELAYED_LOCK hold the first). */
+export const DELAYED_LOCKS = [DELAYED_LOCK, MYSQL_DELAYED_LOCK];
 /** Prefix of the lock ids Switchyard claims with, so a lock shows who took the row. */
 export const CLAIM_LOCK_PREFIX = "sy:";
 

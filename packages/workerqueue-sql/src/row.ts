@@ -7,7 +7,18 @@ import {
   type NormalizedEnqueueInput,
   ValidationError,
 } from "@switchyard/core";
-import { ACTIVE_STATUSES, DELAYED_LOCK, type JobRow, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
+import {
+  ACTIVE_STATUSES,
+  DELAYED_LOCK,
+  DELAYED_LOCKS,
+  type JobRow,
+  MAX_ROW_ID,
+  MYSQL_DELAYED_LOCK,
+  RJQUEUE_LOCKED,
+  STATUS,
+  SY,
+  UNLOCKED,
+} from "./columns.js";
 import { decodeData, encodeData, formatOf } from "./encoding.js";
 import type { Store } from "./options.js";
 
@@ -27,7 +38,7 @@ export function jobIdOf(row: JobRow): string {
 export function stateOf(row: JobRow, now: number): JobState {
   const status = row.status ?? "";
   // rjqueue locks a pending row before it marks it processing: already taken.
-  if (status === STATUS.pending && isTrue(row.locked) && row.locked_queue_id !== DELAYED_LOCK) return "active";
+  if (status === STATUS.pending && isTrue(row.locked) && !DELAYED_LOCKS.includes(row.locked_queue_id ?? "")) return "active";
   if (status === STATUS.pending) {
     const runAt = num(row.sy_run_at);
     return runAt !== null && runAt > now ? "delayed" : "waiting";
@@ -88,7 +99,7 @@ export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueue
     data: encodeData(input.data, store.dataFormat),
     status: STATUS.pending,
     attempts: 0,
-    locked_queue_id: runAt === null ? UNLOCKED : DELAYED_LOCK,
+    locked_queue_id: runAt === null ? UNLOCKED : delayedLock(store),
     ...rjqueueLocked(store, runAt !== null),
     created_at: sqlDate(store, now),
     updated_at: sqlDate(store, now),
@@ -120,7 +131,7 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
     data: encodeData(job.data, dataFormat),
     status,
     attempts: job.attempts,
-    locked_queue_id: delayed ? DELAYED_LOCK : UNLOCKED,
+    locked_queue_id: delayed ? delayedLock(store) : UNLOCKED,
     ...rjqueueLocked(store, delayed),
     created_at: sqlDate(store, job.createdAt),
     updated_at: sqlDate(store, now),
@@ -198,6 +209,11 @@ function dateMs(value: unknown): number | null {
 
 function isTrue(value: boolean | number | null | undefined): boolean {
   return value === true || value === 1;
+}
+
+/** The delay marker this dialect writes (see MYSQL_DELAYED_LOCK). */
+export function delayedLock(store: Store): string {
+  return store.dialect === "mysql" ? MYSQL_DELAYED_LOCK : DELAYED_LOCK;
 }
 
 /** The rjqueue `locked` flag to write, when the table has that column (see columns.ts). */

@@ -15,11 +15,11 @@ import {
   backoffDelay,
   parseOrThrow,
 } from "@switchyard/core";
-import { DELAYED_LOCK, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { findRow, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
-import { durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
+import { delayedLock, durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
 
 /** What a transition requires of the row before it may change it. */
 interface Expect {
@@ -131,7 +131,7 @@ export function failJob(store: Store, queue: string, id: string, options: FailOp
     return {
       ...errorColumns,
       status: STATUS.pending,
-      locked_queue_id: delay > 0 ? DELAYED_LOCK : UNLOCKED,
+      locked_queue_id: delay > 0 ? delayedLock(store) : UNLOCKED,
       ...rjqueueLocked(store, delay > 0),
       [SY.runAt]: delay > 0 ? now + delay : null,
       [SY.worker]: null,

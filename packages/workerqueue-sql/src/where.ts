@@ -1,6 +1,6 @@
 import type { JobState } from "@switchyard/core";
 import type { Knex } from "knex";
-import { ACTIVE_STATUSES, DELAYED_LOCK, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
+import { ACTIVE_STATUSES, DELAYED_LOCKS, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
 
 type Builder = Knex.QueryBuilder;
@@ -26,7 +26,7 @@ export function whereJobId(query: Builder, id: string): Builder {
 export function whereDue(store: Store, query: Builder, now: number): Builder {
   query
     .where("status", STATUS.pending)
-    .whereIn("locked_queue_id", [UNLOCKED, DELAYED_LOCK])
+    .whereIn("locked_queue_id", [UNLOCKED, ...DELAYED_LOCKS])
     .where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
   return whereNotHeldByRjqueue(store, query);
 }
@@ -34,11 +34,11 @@ export function whereDue(store: Store, query: Builder, now: number): Builder {
 /** rjqueue sets `locked` before it sets `processing`: a pending row it locked is already taken. */
 function whereNotHeldByRjqueue(store: Store, query: Builder): Builder {
   if (!store.layout.rjqueueLocked) return query;
-  return query.where((q) => q.where(RJQUEUE_LOCKED, false).orWhereNull(RJQUEUE_LOCKED).orWhere("locked_queue_id", DELAYED_LOCK));
+  return query.where((q) => q.where(RJQUEUE_LOCKED, false).orWhereNull(RJQUEUE_LOCKED).orWhereIn("locked_queue_id", DELAYED_LOCKS));
 }
 
 function whereHeldByRjqueue(query: Builder): Builder {
-  return query.where("status", STATUS.pending).where(RJQUEUE_LOCKED, true).whereNot("locked_queue_id", DELAYED_LOCK);
+  return query.where("status", STATUS.pending).where(RJQUEUE_LOCKED, true).whereNotIn("locked_queue_id", DELAYED_LOCKS);
 }
 
 /** Rows Switchyard handed out whose lease ran out; legacy claims (no lease) are never taken back. */

@@ -1,6 +1,6 @@
 import type { Backend } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
-import { DELAYED_LOCK, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
+import { DELAYED_LOCK, MYSQL_DELAYED_LOCK, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { DIALECTS, nowSql, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
 
 /** Rules of the native layout that the shared conformance suite cannot know about. */
@@ -72,7 +72,7 @@ for (const dialect of DIALECTS) {
       const q = queue();
       const { job } = await wq.enqueue(q, { name: "later", delay: 60_000 });
       const stored = await row(job.id);
-      expect(stored).toMatchObject({ status: "pending", locked_queue_id: DELAYED_LOCK });
+      expect(stored).toMatchObject({ status: "pending", locked_queue_id: dialect === "mysql" ? MYSQL_DELAYED_LOCK : DELAYED_LOCK });
       expect(Number(stored.sy_run_at)).toBe(job.runAt);
     });
 

@@ -238,5 +238,33 @@ for (const dialect of DIALECTS) {
         await wq.reserve(q, { worker: "w" });
       }
     });
+
+    it("a delayed row is not counted by workqd's idle poll (locked_queue_id=0 on MySQL), and rows with the old marker still work", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job } = await wq.enqueue(q, { name: "later", delay: 60_000 });
+      const marker = String((await row(job.id)).locked_queue_id);
+      expect(marker).toBe(dialect === "mysql" ? "1:sy:delayed" : "sy:delayed");
+      if (dialect === "mysql") {
+        const [rows] = await db.raw(`select count(*) as n from ${table} where status='pending' and locked_queue_id=0 and sy_queue = ?`, [
+          q,
+        ]);
+        expect(Number(rows[0].n)).toBe(0);
+      }
+      expect((await wq.get(q, job.id))?.state).toBe("delayed");
+      // A row written with the other marker (the old one on MySQL) is delayed, then due and reserved.
+      const other = marker === "sy:delayed" ? "1:sy:delayed" : "sy:delayed";
+      await db(table).where("id", Number(job.id)).update({ locked_queue_id: other });
+      expect((await wq.get(q, job.id))?.state).toBe("delayed");
+      expect(await wq.reserve(q, { worker: "w" })).toEqual([]);
+      await db(table)
+        .where("id", Number(job.id))
+        .update({ sy_run_at: Date.now() - 1 });
+      const fresh = await open();
+      expect((await fresh.reserve(`${q}-other`, { worker: "w" })).length).toBe(0);
+      // The release of due delayed rows (for legacy daemons) clears the old marker too.
+      expect((await row(job.id)).locked_queue_id).toBe("");
+      expect((await fresh.reserve(q, { worker: "w" }))[0]?.id).toBe(job.id);
+    });
   });
 }
