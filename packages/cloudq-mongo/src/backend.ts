@@ -6,14 +6,16 @@ import {
   type Job,
   type ReserveOptions,
   ValidationError,
+  normalizeEnqueueInput,
 } from "@switchyard/core";
 import { MongoClient } from "mongodb";
-import { enqueueMany, enqueueOne, normalizeForCloudq } from "./enqueue.js";
+import { forgetCandidates } from "./candidates.js";
+import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { importJobs } from "./import.js";
 import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
 import { countJobs, getJob, listFilter, pageJobs, queueNames } from "./reads.js";
-import { claimJobs, forgetCandidates } from "./reserve.js";
+import { claimJobs } from "./reserve.js";
 import { type Store, checkQueue, guarded } from "./store.js";
 import { cancel, complete, fail, heartbeat, setProgress } from "./transitions.js";
 
@@ -95,13 +97,13 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
     },
     enqueue: (queue, input: EnqueueInput) =>
       run("enqueue", queue, async () => {
-        const normalized = normalizeForCloudq(input);
+        const normalized = normalizeEnqueueInput(input);
         forgetCandidates(store, queue);
         return enqueueOne(store, queue, normalized);
       }),
     enqueueBulk: async (queue, inputs) => {
       if (!Array.isArray(inputs)) throw new ValidationError("cloudq-mongo: enqueueBulk takes an array of jobs");
-      const normalized = inputs.map(normalizeForCloudq);
+      const normalized = inputs.map((input) => normalizeEnqueueInput(input));
       forgetCandidates(store, queue);
       return run("enqueueBulk", queue, () => enqueueMany(store, queue, normalized));
     },

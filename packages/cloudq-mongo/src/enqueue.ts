@@ -2,13 +2,11 @@ import {
   BackendUnavailableError,
   ConflictError,
   DEFAULT_MAX_ATTEMPTS,
-  type EnqueueInput,
   type EnqueueResult,
   type Job,
   type NormalizedEnqueueInput,
   ValidationError,
   isSwitchyardError,
-  normalizeEnqueueInput,
   runAtOf,
 } from "@switchyard/core";
 import { BSON, ObjectId } from "mongodb";
@@ -100,10 +98,6 @@ function sourceOfInput(input: NormalizedEnqueueInput, now: number): DocumentSour
       dependsOn: input.dependsOn.length > 0 ? input.dependsOn : undefined,
     },
   };
-}
-
-export function normalizeForCloudq(input: EnqueueInput): NormalizedEnqueueInput {
-  return normalizeEnqueueInput(input);
 }
 
 export type InsertOutcome = { created: true; document: CloudqDocument } | { created: false; document: CloudqDocument };

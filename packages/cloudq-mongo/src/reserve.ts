@@ -1,17 +1,12 @@
 import type { Job } from "@switchyard/core";
-import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
+import { type Candidate, keepUnused, readCandidates, spreadAfterLostRace } from "./candidates.js";
+import { NATIVE, documentToJob } from "./document.js";
 import { idOf, isDuplicateKey } from "./ids.js";
-import { claimableFilter, reserveSort } from "./queries.js";
+import { claimableFilter } from "./queries.js";
 import { type Store, update } from "./store.js";
 
-/** Candidates read beyond the number wanted, so reservers racing for the head of a queue rarely re-read. */
-const CANDIDATE_SLACK = 20;
-/** Candidates read per sorted find when they may be kept for later reserves. */
-const CACHED_CANDIDATES = 200;
 /** A bound on re-reads when every candidate went to another reserver; each round claims or sees fewer jobs. */
 const MAX_ROUNDS = 200;
-/** After losing a race, a reserver picks its next candidates at random among this many batches ahead. */
-const RACE_WINDOW = 8;
 /** A claim token older than this was left by a reserver that died mid-claim (a claim takes milliseconds). */
 const STALE_TOKEN_MS = 30_000;
 
@@ -21,89 +16,35 @@ export interface ClaimRequest {
   leaseMs: number;
 }
 
-type Candidate = Pick<CloudqDocument, "_id" | "switchyard">;
-
 /**
- * Claims up to `count` jobs in reserve order. Candidates come from a sorted find (expired leases,
- * then priority, then FIFO; served by the `switchyard_reserve_*` index), then each is claimed by
- * ONE findOneAndUpdate whose filter is the whole claimable condition (queued and due, or reserved
- * with an expired lease), the candidate's `_id` and the attempt count it was read with. A
- * reserver that loses a candidate to another moves on to the next one.
- *
- * The sorted find reads more candidates than asked for, and what is left is kept for the next
- * reserve() on the same backend for `candidateTtlMs`, so the sort is paid once per batch of jobs
- * rather than once per job: that matters on servers that sort in memory (FerretDB). A candidate
- * is only a hint: the claim re-checks everything on the server.
+ * Claims up to `count` jobs in reserve order. Candidates come from a sorted find (candidates.ts),
+ * then each is claimed by ONE findOneAndUpdate whose filter is the whole claimable condition
+ * (queued and due, or reserved with an expired lease), the candidate's `_id` and the attempt count
+ * it was read with. A reserver that loses a candidate to another moves on to the next one.
  */
 export async function claimJobs(store: Store, queue: string, request: ClaimRequest): Promise<Job[]> {
-  const { stateField, claimTokens, candidateTtlMs } = store.layout;
+  const { claimTokens } = store.layout;
   if (claimTokens) await sweepTokens(store);
   const claimed: Job[] = [];
   for (let round = 0; round < MAX_ROUNDS && claimed.length < request.count; round++) {
-    let { candidates, until } = takeCached(store, queue);
-    if (candidates.length === 0) {
-      until = Date.now() + candidateTtlMs;
-      candidates = await store.jobs
-        .find(claimableFilter(queue, stateField, Date.now()), { projection: { _id: 1, "switchyard.attempts": 1 } })
-        .sort(reserveSort(stateField))
-        .limit(request.count - claimed.length + (candidateTtlMs > 0 ? CACHED_CANDIDATES : CANDIDATE_SLACK))
-        .toArray();
-      if (candidates.length === 0) break;
-    }
+    const candidates = await readCandidates(store, queue, request.count - claimed.length);
+    const { list } = candidates;
+    if (list.length === 0) break;
     let next = 0;
-    while (next < candidates.length && claimed.length < request.count) {
-      const batch = candidates.slice(next, next + request.count - claimed.length);
+    while (next < list.length && claimed.length < request.count) {
+      const batch = list.slice(next, next + request.count - claimed.length);
       next += batch.length;
       const won = claimTokens ? await takeTokens(store, batch) : batch;
-      // Another reserver is working down the same list. Strict order is moot between racing
-      // reservers, so spread out over the next few candidates instead of colliding at every
-      // step; only over the next few, since the oldest jobs are also the cheapest to reach for a
-      // server that scans the collection in insertion order (FerretDB).
-      if (won.length < batch.length) shuffleWindow(candidates, next, RACE_WINDOW * batch.length);
+      if (won.length < batch.length) spreadAfterLostRace(list, next, batch.length);
       for (const candidate of won) {
         const job = await claimOne(store, queue, candidate, request);
         if (job) claimed.push(job);
         else if (claimTokens) await store.claims.deleteOne({ _id: tokenOf(candidate) });
       }
     }
-    if (next < candidates.length && until > Date.now()) keepCached(store, queue, { candidates: candidates.slice(next), until });
+    keepUnused(store, queue, candidates, next);
   }
   return claimed;
-}
-
-function shuffleWindow(items: Candidate[], start: number, width: number): void {
-  for (let i = Math.min(items.length, start + width) - 1; i > start; i--) {
-    const j = start + Math.floor(Math.random() * (i - start + 1));
-    [items[i], items[j]] = [items[j] as Candidate, items[i] as Candidate];
-  }
-}
-
-interface CachedCandidates {
-  candidates: Candidate[];
-  until: number;
-}
-
-const cache = new WeakMap<Store, Map<string, CachedCandidates>>();
-
-/** Takes every unexpired cached candidate of the queue, so two local reserve() calls never share one. */
-function takeCached(store: Store, queue: string): CachedCandidates {
-  const entry = cache.get(store)?.get(queue);
-  cache.get(store)?.delete(queue);
-  return entry && entry.until > Date.now() ? entry : { candidates: [], until: 0 };
-}
-
-function keepCached(store: Store, queue: string, entry: CachedCandidates): void {
-  let byQueue = cache.get(store);
-  if (!byQueue) {
-    byQueue = new Map();
-    cache.set(store, byQueue);
-  }
-  byQueue.set(queue, entry);
-}
-
-/** A job this backend made runnable may come before the cached candidates; the next reserve() reads afresh. */
-export function forgetCandidates(store: Store, queue: string): void {
-  cache.get(store)?.delete(queue);
 }
 
 /**

@@ -1,6 +1,7 @@
 import {
   type CompleteOptions,
   DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
   type FailOptions,
   type HeartbeatOptions,
   InvalidStateError,
@@ -11,7 +12,6 @@ import {
   ValidationError,
   backoffDelay,
 } from "@switchyard/core";
-import { DEFAULT_MAX_ATTEMPTS } from "@switchyard/core";
 import { UNFINISHED, releaseDependents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
 import { jobFilter } from "./ids.js";

@@ -1,6 +1,7 @@
 import type { Backend } from "@switchyard/core";
 import type { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spreadAfterLostRace } from "../src/candidates.js";
 import { createCloudqBackend } from "../src/index.js";
 import { mongoUrl, rawClient, rawFilter, testDatabase } from "./helpers.js";
 
@@ -169,5 +170,51 @@ describe("cloudq-mongo: state values no Mongo-era server writes", () => {
     expect(new Set(listed.items.map((item) => item.id))).toEqual(new Set(ids));
     expect(await backend.counts(q)).toMatchObject({ canceled: 3, waiting: 0, active: 0, failed: 0 });
     expect(await backend.reserve(q, { worker: "w" })).toEqual([]);
+  });
+});
+
+describe("cloudq-mongo: reserve candidates (candidates.ts)", () => {
+  it("with candidateTtlMs, a job made runnable elsewhere may wait behind cached candidates until this backend enqueues; with the default 0 it comes first at once", async () => {
+    const q = queue();
+    const cached = createCloudqBackend({ url: mongoUrl(), database, candidateTtlMs: 60_000 });
+    try {
+      for (const n of [1, 2, 3]) await cached.enqueue(q, { name: `low-${n}` });
+      expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("low-1");
+      // Another process enqueues a high-priority job: the cached candidates still come first.
+      await jobs().insertOne({
+        queue: q,
+        klass: "high",
+        args: [],
+        queue_state: "queued",
+        inserted_at: new Date(),
+        switchyard: { boost: 10 },
+      });
+      expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("low-2");
+      // This backend's own enqueue drops the cache: the next reserve reads afresh, in priority order.
+      await cached.enqueue(q, { name: "low-4" });
+      expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("high");
+      // The default backend keeps the order strict: each reserve reads afresh.
+      await jobs().insertOne({
+        queue: q,
+        klass: "higher",
+        args: [],
+        queue_state: "queued",
+        inserted_at: new Date(),
+        switchyard: { boost: 20 },
+      });
+      expect((await backend.reserve(q, { worker: "w" }))[0]?.name).toBe("higher");
+    } finally {
+      await cached.close();
+    }
+  });
+
+  it("after a lost race the candidates are shuffled only within the window ahead; those before and beyond it keep their order", () => {
+    const list = Array.from({ length: 100 }, (_, index) => ({ _id: index }));
+    spreadAfterLostRace(list, 10, 2);
+    expect(list.slice(0, 10).map((candidate) => candidate._id)).toEqual(Array.from({ length: 10 }, (_, index) => index));
+    expect(new Set(list.slice(10, 26).map((candidate) => candidate._id))).toEqual(
+      new Set(Array.from({ length: 16 }, (_, index) => index + 10)),
+    );
+    expect(list.slice(26).map((candidate) => candidate._id)).toEqual(Array.from({ length: 74 }, (_, index) => index + 26));
   });
 });
