@@ -26,7 +26,10 @@ export interface Store {
   readonly table: string;
   /** Side table of paused queue names. */
   readonly pausedTable: string;
-  readonly dataFormat: DataFormat;
+  /** Settled by ready() when the option was not given: `yaml` on an rjqueue table, else `json`. */
+  dataFormat: DataFormat;
+  /** Whether `dataFormat` was given (then ready() leaves it alone). */
+  readonly dataFormatGiven: boolean;
   readonly defaultQueue: string;
   /** What ready() found in an existing table; see `rjqueueLocked` in columns.ts. */
   readonly layout: { rjqueueLocked: boolean };
@@ -58,6 +61,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     table,
     pausedTable: `${table}_paused_queues`,
     dataFormat,
+    dataFormatGiven: options.dataFormat !== undefined,
     defaultQueue: options.defaultQueue ?? "default",
     layout: { rjqueueLocked: false },
   };

@@ -112,6 +112,8 @@ export async function ensureSchema(store: Store, attempts = 5): Promise<void> {
 export async function detectLayout(store: Store): Promise<void> {
   const columns = await store.knex(store.table).columnInfo();
   store.layout.rjqueueLocked = Object.hasOwn(columns, RJQUEUE_LOCKED);
+  // rjqueue's job classes read `@record.data[:id]`: symbol keys, which only the YAML format has.
+  if (!store.dataFormatGiven) store.dataFormat = store.layout.rjqueueLocked ? "yaml" : "json";
 }
 
 async function ensureSchemaOnce(store: Store): Promise<void> {

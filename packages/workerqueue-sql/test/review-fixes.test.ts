@@ -1,7 +1,7 @@
 import { type Backend, type Job, ValidationError, encodeCursor } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
+import { DIALECTS, legacyDdl, randomTable, rawKnex, removeSqliteFile, rjqueueDdl, urlFor } from "./dialects.js";
 
 /** Rules found by review: each failed before its fix. */
 for (const dialect of DIALECTS) {
@@ -265,6 +265,27 @@ for (const dialect of DIALECTS) {
       // The release of due delayed rows (for legacy daemons) clears the old marker too.
       expect((await row(job.id)).locked_queue_id).toBe("");
       expect((await fresh.reserve(q, { worker: "w" }))[0]?.id).toBe(job.id);
+    });
+
+    it("on an rjqueue table new rows are Ruby YAML with symbol keys unless dataFormat says otherwise", async () => {
+      const rj = randomTable("wq_rv_rj");
+      for (const sql of rjqueueDdl(dialect, rj)) await db.raw(sql);
+      const opened: Backend[] = [];
+      try {
+        const byDefault = createWorkerQueueBackend({ url, table: rj });
+        const asJson = createWorkerQueueBackend({ url, table: rj, dataFormat: "json" });
+        opened.push(byDefault, asJson);
+        const { job: yamlJob } = await byDefault.enqueue("default", { name: "Resize", data: { id: 5 } });
+        const { job: jsonJob } = await asJson.enqueue("default", { name: "Resize", data: { id: 6 } });
+        const dataOf = async (id: string) => String((await db(rj).where("id", Number(id)).first()).data);
+        expect(await dataOf(yamlJob.id)).toMatch(/^--- \n:id: 5\n$/);
+        expect(await dataOf(jsonJob.id)).toBe('{"id":6}');
+        expect((await byDefault.get("default", yamlJob.id))?.data).toEqual({ id: 5 });
+      } finally {
+        await Promise.all(opened.map((b) => b.close()));
+        await db.schema.dropTableIfExists(rj);
+        await db.schema.dropTableIfExists(`${rj}_paused_queues`);
+      }
     });
   });
 }
