@@ -40,8 +40,12 @@ export interface SwitchyardFields {
   id?: string;
   idSlot?: string;
   result?: Json;
+  /** The result as JSON, when it holds a key MongoDB cannot store (see jsonFields). */
+  resultJson?: string;
   error?: JobError;
   progress?: Json;
+  /** The progress as JSON, when it holds a key MongoDB cannot store (see jsonFields). */
+  progressJson?: string;
   startedAt?: number;
   finishedAt?: number;
   tags?: string[];
@@ -137,6 +141,24 @@ export function placeNative(native: Record<string, unknown>): { topLevel: Record
   return Object.keys(rest).length > 0 ? { topLevel, nativeJson: JSON.stringify(rest) } : { topLevel };
 }
 
+/**
+ * The `$set` and `$unset` of `switchyard.<field>` for a result or progress value: the value itself,
+ * or, when it holds a key MongoDB refuses, `<field>Json` with it as JSON text, so that it comes
+ * back as it was. Whichever form is written, the other is removed.
+ */
+export function jsonFields(field: "result" | "progress", value: Json): { set: Record<string, unknown>; unset: Record<string, ""> } {
+  const plain = `switchyard.${field}`;
+  const json = `switchyard.${field}Json`;
+  return isStorable(value)
+    ? { set: { [plain]: value }, unset: { [json]: "" } }
+    : { set: { [json]: JSON.stringify(value) }, unset: { [plain]: "" } };
+}
+
+/** The stored result or progress, in whichever form jsonFields() wrote it. */
+function jsonValue(plain: Json | undefined, json: string | undefined): Json {
+  return json !== undefined ? (JSON.parse(json) as Json) : (plain ?? null);
+}
+
 /** Drops undefined members so the stored sub-document has only meaningful fields. */
 export function compact(fields: SwitchyardFields): SwitchyardFields | undefined {
   const entries = Object.entries(fields).filter(([, value]) => value !== undefined);
@@ -206,9 +228,9 @@ export function documentToJob(document: CloudqDocument, stateField: StateField, 
     createdAt: epochOf(document),
     startedAt: extras.startedAt ?? null,
     finishedAt: extras.finishedAt ?? null,
-    result: extras.result ?? null,
+    result: jsonValue(extras.result, extras.resultJson),
     error: extras.error ?? null,
-    progress: extras.progress ?? null,
+    progress: jsonValue(extras.progress, extras.progressJson),
     tags: extras.tags ?? [],
     dependsOn: extras.dependsOn ?? [],
     uniqueKey: extras.uniqueKey ?? null,

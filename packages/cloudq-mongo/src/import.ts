@@ -1,6 +1,6 @@
 import { DEFAULT_MAX_ATTEMPTS, type ImportResult, type Job, JobSchema, parseOrThrow } from "@switchyard/core";
 import { z } from "zod";
-import { type DocumentId, type SwitchyardFields, priorityFields } from "./document.js";
+import { type DocumentId, type SwitchyardFields, isStorable, priorityFields } from "./document.js";
 import { buildDocument, insertDocument, undoPartialWrite } from "./enqueue.js";
 import { uniqueSlot } from "./ids.js";
 import { nativeStateFor } from "./queries.js";
@@ -54,12 +54,18 @@ function extrasOf(queue: string, job: Job): SwitchyardFields {
     backoff: job.backoff ?? undefined,
     uniqueKey: job.uniqueKey ?? undefined,
     uniqueSlot: job.uniqueKey !== null && unfinished ? uniqueSlot(queue, job.uniqueKey) : undefined,
-    result: job.result ?? undefined,
+    ...jsonExtras("result", job.result),
     error: job.error ?? undefined,
-    progress: job.progress ?? undefined,
+    ...jsonExtras("progress", job.progress),
     startedAt: job.startedAt ?? undefined,
     finishedAt: !unfinished ? (job.finishedAt ?? undefined) : undefined,
     tags: job.tags.length > 0 ? job.tags : undefined,
     dependsOn: job.dependsOn.length > 0 ? job.dependsOn : undefined,
   };
+}
+
+/** A result or progress as an imported document holds it: itself, or as JSON (see jsonFields). */
+function jsonExtras(field: "result" | "progress", value: Job["result"]): SwitchyardFields {
+  if (value === null) return {};
+  return isStorable(value) ? { [field]: value } : { [`${field}Json`]: JSON.stringify(value) };
 }

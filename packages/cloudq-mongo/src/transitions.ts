@@ -13,7 +13,7 @@ import {
   backoffDelay,
 } from "@switchyard/core";
 import { UNFINISHED, releaseDependents } from "./dependencies.js";
-import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
+import { type CloudqDocument, NATIVE, documentToJob, jsonFields } from "./document.js";
 import { jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
@@ -73,9 +73,10 @@ export async function heartbeat(store: Store, queue: string, id: string, options
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   checkLeaseMs(leaseMs);
   const now = Date.now();
-  const set: Filter = { "switchyard.lease.expiresAt": now + leaseMs };
-  if (options.progress !== undefined) set["switchyard.progress"] = options.progress;
-  const after = await store.jobs.findOneAndUpdate(heldFilter(store, queue, id, options.worker), update({ $set: set }), {
+  const progress = options.progress !== undefined ? jsonFields("progress", options.progress) : { set: {}, unset: {} };
+  const set: Filter = { "switchyard.lease.expiresAt": now + leaseMs, ...progress.set };
+  const changes = Object.keys(progress.unset).length > 0 ? { $set: set, $unset: progress.unset } : { $set: set };
+  const after = await store.jobs.findOneAndUpdate(heldFilter(store, queue, id, options.worker), update(changes), {
     returnDocument: "after",
   });
   if (!after) throw await refusal(store, queue, id, options.worker, "heartbeat", "lease");
@@ -85,9 +86,8 @@ export async function heartbeat(store: Store, queue: string, id: string, options
 export async function setProgress(store: Store, queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job> {
   const now = Date.now();
   const filter = heldFilter(store, queue, id, options.worker);
-  const after = await store.jobs.findOneAndUpdate(filter, update({ $set: { "switchyard.progress": options.progress } }), {
-    returnDocument: "after",
-  });
+  const { set, unset } = jsonFields("progress", options.progress);
+  const after = await store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: unset }), { returnDocument: "after" });
   if (!after) throw await refusal(store, queue, id, options.worker, "report progress on", "invalid");
   return documentToJob(after, store.layout.stateField, now);
 }
@@ -104,9 +104,10 @@ export async function complete(store: Store, queue: string, id: string, options:
   if (completion === "remove") {
     document = await store.jobs.findOneAndDelete(filter);
   } else {
-    const set: Filter = { [stateField]: NATIVE.deleted, updated_at: new Date(now), "switchyard.finishedAt": now };
-    if (options.result !== undefined) set["switchyard.result"] = options.result;
-    document = await store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: FINISHED_UNSET }), { returnDocument: "after" });
+    const result = options.result !== undefined ? jsonFields("result", options.result) : { set: {}, unset: {} };
+    const set: Filter = { [stateField]: NATIVE.deleted, updated_at: new Date(now), "switchyard.finishedAt": now, ...result.set };
+    const unset = { ...FINISHED_UNSET, ...result.unset };
+    document = await store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: unset }), { returnDocument: "after" });
   }
   if (!document) throw await refusal(store, queue, id, options.worker, "complete", "invalid");
   const job = documentToJob(document, stateField, now);

@@ -218,3 +218,34 @@ describe("cloudq-mongo: reserve candidates (candidates.ts)", () => {
     expect(list.slice(26).map((candidate) => candidate._id)).toEqual(Array.from({ length: 74 }, (_, index) => index + 26));
   });
 });
+
+describe("cloudq-mongo: results and progress with keys MongoDB cannot store", () => {
+  it("progress and a result holding `$` or dotted keys are kept as JSON and come back as they were, through get and import", async () => {
+    const keeping = createCloudqBackend({ url: mongoUrl(), database, stateField: "workflow_state", completion: "mark-deleted" });
+    try {
+      const q = queue();
+      const { job } = await keeping.enqueue(q, { name: "reports" });
+      await keeping.reserve(q, { worker: "w" });
+      await keeping.heartbeat(q, job.id, { worker: "w", progress: { $pct: 10 } });
+      expect((await keeping.get(q, job.id))?.progress).toEqual({ $pct: 10 });
+      await keeping.setProgress?.(q, job.id, { worker: "w", progress: { "a.b": [2] } });
+      expect((await keeping.get(q, job.id))?.progress).toEqual({ "a.b": [2] });
+      await keeping.setProgress?.(q, job.id, { worker: "w", progress: { pct: 90 } });
+      const plain = await jobs().findOne(rawFilter(q, job.id));
+      expect(plain?.switchyard).toMatchObject({ progress: { pct: 90 } });
+      expect(plain?.switchyard).not.toHaveProperty("progressJson");
+      const result = { $set: [{ "x.y": 1 }] };
+      expect((await keeping.complete(q, job.id, { worker: "w", result })).result).toEqual(result);
+      const done = await keeping.get(q, job.id);
+      expect(done).toMatchObject({ state: "completed", result, progress: { pct: 90 } });
+      expect((await jobs().findOne(rawFilter(q, job.id)))?.switchyard).toMatchObject({ resultJson: JSON.stringify(result) });
+
+      const target = queue();
+      const imported = await keeping.import(target, [{ ...(done as NonNullable<typeof done>), progress: { $p: 1 } }]);
+      expect(imported).toEqual({ imported: 1, skipped: [] });
+      expect(await keeping.get(target, job.id)).toMatchObject({ state: "completed", result, progress: { $p: 1 } });
+    } finally {
+      await keeping.close();
+    }
+  });
+});
