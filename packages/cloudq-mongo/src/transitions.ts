@@ -93,8 +93,10 @@ export async function setProgress(store: Store, queue: string, id: string, optio
 }
 
 /**
- * DELETE in Cloudq terms. `remove` deletes the document as node-cloudq 0.0.5+ does (so the result
- * is returned but not kept); `mark-deleted` sets the state to `deleted` as the Ruby server does.
+ * DELETE in Cloudq terms. `remove` deletes the document as node-cloudq 0.0.5+ does, so a result has
+ * nowhere to live (capability `results: false`): the completion still succeeds, since refusing it
+ * would send finished work round again, and the returned job says `result: null`. `mark-deleted`
+ * sets the state to `deleted` as the Ruby server does, and keeps the result.
  */
 export async function complete(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
   const { stateField, completion } = store.layout;
@@ -112,7 +114,8 @@ export async function complete(store: Store, queue: string, id: string, options:
   if (!document) throw await refusal(store, queue, id, options.worker, "complete", "invalid");
   const job = documentToJob(document, stateField, now);
   await releaseDependents(store, queue, job.id);
-  return { ...job, state: "completed", lease: null, runAt: null, finishedAt: now, result: options.result ?? job.result };
+  const result = completion === "remove" ? null : (options.result ?? job.result);
+  return { ...job, state: "completed", lease: null, runAt: null, finishedAt: now, result };
 }
 
 const MAX_FAIL_ROUNDS = 5;

@@ -32,10 +32,11 @@ for (const stateField of STATE_FIELDS) {
           const [reserved] = await backend.reserve(q, { worker: "w" });
           expect(reserved).toMatchObject({ id: job.id, state: "active", attempts: 1 });
           expect((await jobs().findOne(rawFilter(q, job.id)))?.[stateField]).toBe("reserved");
-          await backend.complete(q, job.id, { worker: "w" });
+          const done = await backend.complete(q, job.id, { worker: "w", result: { rows: 3 } });
           const after = await jobs().findOne(rawFilter(q, job.id));
-          if (completion === "remove") expect(after).toBeNull();
-          else expect(after?.[stateField]).toBe("deleted");
+          // A removed document keeps no result, and the answer does not pretend otherwise.
+          if (completion === "remove") expect([after, done.result]).toEqual([null, null]);
+          else expect([after?.[stateField], done.result]).toEqual(["deleted", { rows: 3 }]);
           expect(await backend.reserve(q, { worker: "w" })).toEqual([]);
         } finally {
           await backend.close();
