@@ -42,5 +42,22 @@ export function concurrencySuite(options: ConformanceOptions): void {
       expect(handedOut).toHaveLength(JOBS);
       // A rule about correctness, not speed: slow servers (FerretDB) get the time they need.
     }, 120_000);
+
+    it(`${RESERVERS} concurrent reserve(count: 1) calls on at least ${RESERVERS} waiting jobs: each gets a job`, async () => {
+      // A claimer must not hold back jobs it does not take (e.g. lock every candidate row), or the
+      // others come back empty while jobs wait.
+      const queue = `cf-each-${Math.random().toString(36).slice(2, 10)}`;
+      const [producer] = backends;
+      if (!producer) throw new Error("no backend");
+      await producer.enqueueBulk(
+        queue,
+        Array.from({ length: RESERVERS * 2 }, (_, i) => ({ name: "each", data: { n: i } })),
+      );
+      const answers = await Promise.all(
+        backends.map((backend, index) => backend.reserve(queue, { worker: `each-${index}`, count: 1, leaseMs: 120_000 })),
+      );
+      expect(answers.map((jobs) => jobs.length)).toEqual(Array(RESERVERS).fill(1));
+      expect(new Set(answers.flat().map((job) => job.id)).size).toBe(RESERVERS);
+    }, 120_000);
   });
 }
