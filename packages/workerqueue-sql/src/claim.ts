@@ -102,28 +102,37 @@ async function claimMysql(store: Store, request: ClaimRequest, lock: string): Pr
         const rows = await query.orderBy(CLAIM_ORDER).limit(request.count).forUpdate().skipLocked();
         return rows as Array<{ id: number; sy_priority: number }>;
       };
+      // Each branch is read in order; the best of both are taken (the rest unlock at commit).
+      const expired: Array<{ id: number; sy_priority: number }> = [];
       for (const queueValue of queueValues) {
-        if (ids.length >= request.count) break;
-        const expired = await read(claimExpiredIndex(store.table), queueValue, (q) => whereLeaseExpired(q, request.now));
-        ids.push(...expired.slice(0, request.count - ids.length).map((row) => row.id));
+        expired.push(...(await read(claimExpiredIndex(store.table), queueValue, (q) => whereLeaseExpired(q, request.now))));
       }
+      ids.push(
+        ...byClaimOrder(expired)
+          .slice(0, request.count)
+          .map((row) => row.id),
+      );
       if (ids.length < request.count) {
-        // Each branch is read in order; the best of both are taken (the rest unlock at commit).
         const due: Array<{ id: number; sy_priority: number }> = [];
         for (const queueValue of queueValues) {
           due.push(...(await read(claimPendingIndex(store.table), queueValue, (q) => whereDue(store, q, request.now))));
         }
-        due.sort((a, b) => Number(b.sy_priority) - Number(a.sy_priority) || Number(a.id) - Number(b.id));
-        ids.push(...due.slice(0, request.count - ids.length).map((row) => row.id));
+        ids.push(
+          ...byClaimOrder(due)
+            .slice(0, request.count - ids.length)
+            .map((row) => row.id),
+        );
       }
       if (ids.length === 0) return [];
       await trx(store.table)
         .whereIn("id", ids)
         .update(claimValues(store, trx, request, lock));
-      return (await trx(store.table).whereIn("id", ids)) as JobRow[];
-      // READ COMMITTED: no gap locks, so the UPDATE's new index entries never wait on (and deadlock
-      // with) another claimer's scan; rows a read examined but did not match are unlocked at once.
+      const rows = (await trx(store.table).whereIn("id", ids)) as JobRow[];
+      // In the order picked: expired leases first.
+      return ids.flatMap((id) => rows.filter((row) => Number(row.id) === Number(id)));
     },
+    // READ COMMITTED: no gap locks, so the UPDATE's new index entries never wait on (and deadlock
+    // with) another claimer's scan; rows a read examined but did not match are unlocked at once.
     { isolationLevel: "read committed" },
   );
 }

@@ -114,6 +114,16 @@ for (const dialect of DIALECTS) {
       const { job: c } = await wq.enqueue(q, { name: "c", priority: 20 });
       // In one answer too: the expired lease (priority 10) comes before the waiting job (priority 20).
       expect((await wq.reserve(q, { worker: "fourth", count: 3 })).map((job) => job.id)).toEqual([b.id, c.id]);
+      // And when the expired job has the lower priority and the higher id: still first.
+      const q2 = queue();
+      const { job: w } = await wq.enqueue(q2, { name: "w", delay: 60_000 });
+      const { job: x } = await wq.enqueue(q2, { name: "x" });
+      expect((await wq.reserve(q2, { worker: "fifth", leaseMs: 50 }))[0]?.id).toBe(x.id);
+      await db(table)
+        .where("id", Number(w.id))
+        .update({ sy_run_at: Date.now() - 1, sy_priority: 10 });
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      expect((await wq.reserve(q2, { worker: "sixth", count: 2 })).map((job) => job.id)).toEqual([x.id, w.id]);
     });
 
     it("a unique key is free again once its job finished (complete, fail for good, cancel); the finished row keeps it as its record", async () => {
