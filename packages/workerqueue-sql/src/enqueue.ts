@@ -13,7 +13,7 @@ import {
   runAtOf,
 } from "@switchyard/core";
 import type { Knex } from "knex";
-import type { JobRow } from "./columns.js";
+import { ACTIVE_STATUSES, type JobRow, STATUS, SY } from "./columns.js";
 import { isUniqueViolation, withRetry } from "./db-errors.js";
 import { type Db, findByUniqueKey, findRow, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
@@ -90,8 +90,17 @@ async function findExisting(store: Store, db: Db, queue: string, input: Normaliz
     const byId = await findRow(store, db, queue, input.id, latest);
     if (byId) return byId;
   }
-  if (input.uniqueKey !== undefined) return findByUniqueKey(store, db, queue, input.uniqueKey, latest);
-  return null;
+  if (input.uniqueKey === undefined) return null;
+  const holder = await findByUniqueKey(store, db, queue, input.uniqueKey, latest);
+  if (holder && !(holder.status === STATUS.pending || (ACTIVE_STATUSES as string[]).includes(holder.status ?? ""))) {
+    // Finished by a legacy daemon (which knows nothing of sy_unique_slot): let the key go now.
+    await db(store.table)
+      .where("id", holder.id)
+      .where("status", holder.status ?? "")
+      .update({ [SY.uniqueSlot]: null });
+    return null;
+  }
+  return holder;
 }
 
 /** Inserts and returns the stored row: RETURNING where there is one, a read-back on MySQL. */

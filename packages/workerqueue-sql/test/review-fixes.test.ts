@@ -150,6 +150,16 @@ for (const dialect of DIALECTS) {
       expect(new Set([first.id, second.job.id, third.job.id, fourth.job.id]).size).toBe(4);
     });
 
+    it("a unique key is free again once a legacy daemon finished its job (status written directly)", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job } = await wq.enqueue(q, { name: "u", uniqueKey: "legacy" });
+      await db(table).where("id", Number(job.id)).update({ status: "complete", locked_queue_id: "" });
+      const next = await wq.enqueue(q, { name: "u", uniqueKey: "legacy" });
+      expect(next.created).toBe(true);
+      expect(await row(job.id)).toMatchObject({ status: "complete", sy_unique_key: "legacy", sy_unique_slot: null });
+    });
+
     it("import of a finished job and a newer waiting job with the same unique key writes both", async () => {
       const source = await open();
       const from = queue();
