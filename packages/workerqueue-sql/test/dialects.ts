@@ -3,8 +3,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { serviceUrl } from "@switchyard/conformance";
+import type { Backend } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
-import type { Dialect } from "../src/index.js";
+import { afterAll } from "vitest";
+import { type Dialect, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { knexFromUrl } from "../src/options.js";
 
 /** The three databases every Worker Queue test runs on; SQLite is a fresh file per test file. */
@@ -82,3 +84,37 @@ export function rjqueueDdl(dialect: Dialect, table: string): string[] {
 }
 
 export { knexFactory };
+
+/**
+ * One table of a describe block on one dialect: backends opened on it are closed, and the table and
+ * its SQLite file removed, after the block. `row(id)` reads the native row directly.
+ */
+export function useDialectTable(dialect: Dialect, prefix: string) {
+  const url = urlFor(dialect);
+  const table = randomTable(prefix);
+  const db = rawKnex(url);
+  const backends: Backend[] = [];
+  afterAll(async () => {
+    await Promise.all(backends.map((b) => b.close()));
+    await db.schema.dropTableIfExists(table);
+    await db.schema.dropTableIfExists(`${table}_paused_queues`);
+    await db.destroy();
+    removeSqliteFile(url);
+  });
+  let n = 0;
+  return {
+    url,
+    table,
+    db,
+    /** Backends closed after the block; push one opened on another table to have it closed too. */
+    backends,
+    open: async (options: Partial<WorkerQueueBackendOptions> = {}) => {
+      const backend = createWorkerQueueBackend({ url, table, ...options });
+      backends.push(backend);
+      await backend.ready();
+      return backend;
+    },
+    queue: (name = prefix) => `${name}-${dialect}-${++n}-${Math.random().toString(36).slice(2, 8)}`,
+    row: async (id: string) => (await db(table).where("id", Number(id)).first()) as Record<string, unknown>,
+  };
+}

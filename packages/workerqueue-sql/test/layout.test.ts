@@ -1,32 +1,12 @@
-import type { Backend } from "@switchyard/core";
-import { afterAll, describe, expect, it } from "vitest";
-import { DELAYED_LOCK, MYSQL_DELAYED_LOCK, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, nowSql, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
+import { describe, expect, it } from "vitest";
+import { DELAYED_LOCK, MYSQL_DELAYED_LOCK, createWorkerQueueBackend } from "../src/index.js";
+import { DIALECTS, nowSql, randomTable, rawKnex, useDialectTable } from "./dialects.js";
 
 /** Rules of the native layout that the shared conformance suite cannot know about. */
 for (const dialect of DIALECTS) {
   describe(`workerqueue-sql (${dialect}): native layout`, () => {
-    const url = urlFor(dialect);
-    const table = randomTable("wq_layout");
-    const db = rawKnex(url);
-    const backends: Backend[] = [];
-    const open = async (options: Partial<WorkerQueueBackendOptions> = {}) => {
-      const backend = createWorkerQueueBackend({ url, table, ...options });
-      backends.push(backend);
-      await backend.ready();
-      return backend;
-    };
-    let n = 0;
-    const queue = () => `layout-${dialect}-${++n}-${Math.random().toString(36).slice(2, 8)}`;
-    const row = async (id: string) => (await db(table).where("id", Number(id)).first()) as Record<string, unknown>;
-
-    afterAll(async () => {
-      await Promise.all(backends.map((b) => b.close()));
-      await db.schema.dropTableIfExists(table);
-      await db.schema.dropTableIfExists(`${table}_paused_queues`);
-      await db.destroy();
-      removeSqliteFile(url);
-    });
+    const { url, table, db, backends, open, row, queue: nextQueue } = useDialectTable(dialect, "wq_layout");
+    const queue = () => nextQueue("layout");
 
     it("a reserved job holds a sy: lock id that fits varchar(40), its worker in sy_worker, and attempts counted in the row", async () => {
       const wq = await open();
