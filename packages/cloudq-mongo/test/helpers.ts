@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { Probe } from "@switchyard/conformance";
 import { serviceUrl } from "@switchyard/conformance";
+import type { Backend } from "@switchyard/core";
 import { MongoClient, ObjectId } from "mongodb";
-import type { CompletionMode, StateField } from "../src/index.js";
+import { afterAll, beforeAll } from "vitest";
+import { type CompletionMode, type StateField, createCloudqBackend } from "../src/index.js";
 
 /** A database of its own per test file, so parallel files never see each other's jobs. */
 export function testDatabase(prefix: string): string {
@@ -45,5 +47,35 @@ export function cloudqProbe(client: () => MongoClient, database: string, stateFi
       canceled: ["canceled"],
       blocked: ["blocked"],
     },
+  };
+}
+
+/**
+ * A test file's own database, a raw client for probes and a default backend on it, opened before the
+ * file's tests and closed after them. `queue()` gives a fresh queue name with the given prefix.
+ */
+export function useCloudqDatabase(prefix: string, queuePrefix: string) {
+  const database = testDatabase(prefix);
+  let client: MongoClient | undefined;
+  let backend: Backend | undefined;
+  beforeAll(async () => {
+    client = await rawClient();
+    backend = createCloudqBackend({ url: mongoUrl(), database });
+    await backend.ready();
+  });
+  afterAll(async () => {
+    await backend?.close();
+    await client?.close();
+  });
+  const opened = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error("used before beforeAll ran");
+    return value;
+  };
+  return {
+    database,
+    client: () => opened(client),
+    backend: () => opened(backend),
+    jobs: () => opened(client).db(database).collection("cloudq.jobs"),
+    queue: () => `${queuePrefix}-${Math.random().toString(36).slice(2, 10)}`,
   };
 }

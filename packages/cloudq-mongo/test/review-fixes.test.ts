@@ -1,25 +1,10 @@
 import type { Backend } from "@switchyard/core";
-import type { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spreadAfterLostRace } from "../src/candidates.js";
 import { createCloudqBackend } from "../src/index.js";
-import { mongoUrl, rawClient, rawFilter, testDatabase } from "./helpers.js";
+import { mongoUrl, rawFilter, testDatabase, useCloudqDatabase } from "./helpers.js";
 
-const database = testDatabase("review");
-let client: MongoClient;
-let backend: Backend;
-const jobs = () => client.db(database).collection("cloudq.jobs");
-const queue = () => `rev-${Math.random().toString(36).slice(2, 10)}`;
-
-beforeAll(async () => {
-  client = await rawClient();
-  backend = createCloudqBackend({ url: mongoUrl(), database });
-  await backend.ready();
-});
-afterAll(async () => {
-  await backend.close();
-  await client.close();
-});
+const { database, client, backend, jobs, queue } = useCloudqDatabase("review", "rev");
 
 describe("cloudq-mongo: keys MongoDB cannot store, at any depth", () => {
   it("data and native fields with `$` or `.` keys at any level are stored losslessly and come back as they were", async () => {
@@ -31,11 +16,11 @@ describe("cloudq-mongo: keys MongoDB cannot store, at any depth", () => {
       { name: "nested-native", data: [1], native: { x: { $set: 1 }, plain: "kept" } },
     ];
     const q = queue();
-    const results = await backend.enqueueBulk(q, [{ name: "ok" }, ...cases]);
+    const results = await backend().enqueueBulk(q, [{ name: "ok" }, ...cases]);
     expect(results.map((result) => result.created)).toEqual([true, true, true, true, true, true]);
     for (const [index, input] of cases.entries()) {
       const id = results[index + 1]?.job.id ?? "";
-      const job = await backend.get(q, id);
+      const job = await backend().get(q, id);
       expect(job).toMatchObject({ name: input.name, data: input.data, state: "waiting" });
       if (input.native) expect(job?.native).toMatchObject(input.native);
     }
@@ -45,15 +30,15 @@ describe("cloudq-mongo: keys MongoDB cannot store, at any depth", () => {
     const native = await jobs().findOne(rawFilter(q, results[5]?.job.id ?? ""));
     expect(native).toMatchObject({ args: [1], plain: "kept" });
     expect(native).not.toHaveProperty("x");
-    const single = await backend.enqueue(q, { name: "single", data: { deep: { $inc: { n: 1 } } } });
-    expect((await backend.get(q, single.job.id))?.data).toEqual({ deep: { $inc: { n: 1 } } });
+    const single = await backend().enqueue(q, { name: "single", data: { deep: { $inc: { n: 1 } } } });
+    expect((await backend().get(q, single.job.id))?.data).toEqual({ deep: { $inc: { n: 1 } } });
     expect(await jobs().countDocuments({ queue: q })).toBe(7);
   });
 
   it("a reserved job with stored-as-JSON data hands the worker its data as it was enqueued", async () => {
     const q = queue();
-    await backend.enqueue(q, { name: "reserve-me", data: { $x: [1, { "y.z": null }] } });
-    const [job] = await backend.reserve(q, { worker: "w" });
+    await backend().enqueue(q, { name: "reserve-me", data: { $x: [1, { "y.z": null }] } });
+    const [job] = await backend().reserve(q, { worker: "w" });
     expect(job?.data).toEqual({ $x: [1, { "y.z": null }] });
   });
 });
@@ -63,7 +48,7 @@ describe("cloudq-mongo: bulk writes are all or nothing", () => {
   // second job named "dup" midway through a batch, after it has written the jobs before it.
   const strictDatabase = testDatabase("strict");
   let strict: Backend;
-  const strictJobs = () => client.db(strictDatabase).collection("cloudq.jobs");
+  const strictJobs = () => client().db(strictDatabase).collection("cloudq.jobs");
 
   beforeAll(async () => {
     strict = createCloudqBackend({ url: mongoUrl(), database: strictDatabase });
@@ -100,10 +85,10 @@ describe("cloudq-mongo: bulk writes are all or nothing", () => {
 
   it("an import the server refuses midway leaves nothing written and throws a typed error", async () => {
     const source = queue();
-    await backend.enqueue(source, { name: "imp-a" });
-    await backend.enqueue(source, { name: "dup-import" });
-    await backend.enqueue(source, { name: "dup-import" });
-    const exported = await backend.export(source);
+    await backend().enqueue(source, { name: "imp-a" });
+    await backend().enqueue(source, { name: "dup-import" });
+    await backend().enqueue(source, { name: "dup-import" });
+    const exported = await backend().export(source);
     const q = queue();
     const failure = await strict.import(q, exported.items).catch((error: unknown) => error);
     expect(failure).toMatchObject({ code: expect.any(String) });
@@ -113,7 +98,7 @@ describe("cloudq-mongo: bulk writes are all or nothing", () => {
   it("a document over MongoDB's 16 MiB limit is a ValidationError before anything of the batch is written", async () => {
     const q = queue();
     const big = "x".repeat(17 * 1024 * 1024);
-    await expect(backend.enqueueBulk(q, [{ name: "small" }, { name: "big", data: big }])).rejects.toMatchObject({ code: "VALIDATION" });
+    await expect(backend().enqueueBulk(q, [{ name: "small" }, { name: "big", data: big }])).rejects.toMatchObject({ code: "VALIDATION" });
     expect(await jobs().countDocuments({ queue: q })).toBe(0);
   });
 });
@@ -126,31 +111,31 @@ describe("cloudq-mongo: documents whose _id is not an ObjectId", () => {
       { _id: "legacy-1", queue: q, klass: "Legacy", args: ["s"], queue_state: "queued", inserted_at: now },
       { _id: 42, queue: q, klass: "Numbered", args: ["n"], queue_state: "queued", inserted_at: now },
     ] as never[]);
-    const { job: modern } = await backend.enqueue(q, { name: "Modern", data: [1] });
+    const { job: modern } = await backend().enqueue(q, { name: "Modern", data: [1] });
     const all = new Set(["legacy-1", "42", modern.id]);
 
     const exported: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = await backend.export(q, { limit: 1, ...(cursor ? { cursor } : {}) });
+      const page = await backend().export(q, { limit: 1, ...(cursor ? { cursor } : {}) });
       exported.push(...page.items.map((job) => job.id));
       cursor = page.cursor ?? undefined;
     } while (cursor);
     expect(new Set(exported)).toEqual(all);
     expect(exported).toHaveLength(3);
 
-    expect(await backend.get(q, "legacy-1")).toMatchObject({ name: "Legacy", data: ["s"], state: "waiting" });
-    const reserved = await backend.reserve(q, { worker: "w", count: 3 });
+    expect(await backend().get(q, "legacy-1")).toMatchObject({ name: "Legacy", data: ["s"], state: "waiting" });
+    const reserved = await backend().reserve(q, { worker: "w", count: 3 });
     expect(new Set(reserved.map((job) => job.id))).toEqual(all);
-    await backend.complete(q, "legacy-1", { worker: "w" });
-    await backend.complete(q, "42", { worker: "w" });
+    await backend().complete(q, "legacy-1", { worker: "w" });
+    await backend().complete(q, "42", { worker: "w" });
     expect(await jobs().countDocuments({ queue: q, _id: { $in: ["legacy-1", 42] } } as never)).toBe(0);
-    expect((await backend.counts(q)).active).toBe(1);
+    expect((await backend().counts(q)).active).toBe(1);
   });
 
   it("a cursor that does not hold an id is a ValidationError", async () => {
     const bad = Buffer.from(JSON.stringify({ _id: { nested: true } })).toString("base64url");
-    await expect(backend.export(queue(), { cursor: bad })).rejects.toMatchObject({ code: "VALIDATION" });
+    await expect(backend().export(queue(), { cursor: bad })).rejects.toMatchObject({ code: "VALIDATION" });
   });
 });
 
@@ -162,14 +147,14 @@ describe("cloudq-mongo: state values no Mongo-era server writes", () => {
       { queue: q, klass: "Ruby", args: [], workflow_state: "queued", created_at: now },
       { queue: q, klass: "Odd", args: [], queue_state: "on-hold", inserted_at: now },
     ]);
-    const { job } = await backend.enqueue(q, { name: "Canceled" });
-    await backend.cancel(q, job.id);
+    const { job } = await backend().enqueue(q, { name: "Canceled" });
+    await backend().cancel(q, job.id);
     const ids = [...Object.values(insertedIds).map((id) => id.toHexString()), job.id];
-    for (const id of ids) expect((await backend.get(q, id))?.state).toBe("canceled");
-    const listed = await backend.list(q, { state: "canceled" });
+    for (const id of ids) expect((await backend().get(q, id))?.state).toBe("canceled");
+    const listed = await backend().list(q, { state: "canceled" });
     expect(new Set(listed.items.map((item) => item.id))).toEqual(new Set(ids));
-    expect(await backend.counts(q)).toMatchObject({ canceled: 3, waiting: 0, active: 0, failed: 0 });
-    expect(await backend.reserve(q, { worker: "w" })).toEqual([]);
+    expect(await backend().counts(q)).toMatchObject({ canceled: 3, waiting: 0, active: 0, failed: 0 });
+    expect(await backend().reserve(q, { worker: "w" })).toEqual([]);
   });
 });
 
@@ -202,7 +187,7 @@ describe("cloudq-mongo: reserve candidates (candidates.ts)", () => {
         inserted_at: new Date(),
         switchyard: { boost: 20 },
       });
-      expect((await backend.reserve(q, { worker: "w" }))[0]?.name).toBe("higher");
+      expect((await backend().reserve(q, { worker: "w" }))[0]?.name).toBe("higher");
     } finally {
       await cached.close();
     }
