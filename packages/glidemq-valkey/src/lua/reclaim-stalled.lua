@@ -9,6 +9,7 @@ local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local group = ARGV[1]
 local minIdle = tonumber(ARGV[3])
 local maxStalled = tonumber(ARGV[4]) or 1
+local stallKeys = { events = KEYS[2], failed = KEYS[3], metrics = KEYS[4] }
 local now = tonumber(ARGV[5])
 local workerLock = tonumber(ARGV[6]) or 0
 local claimed = redis.pcall('XAUTOCLAIM', KEYS[1], group, ARGV[2], minIdle, '0-0')
@@ -33,24 +34,10 @@ for _, entry in ipairs(claimed[2] or {}) do
       local h = redis.call('HMGET', jobKey, 'lastActive', 'opts', 'processedOn', 'name', 'syWorker', 'syLeaseStart')
       local lastActive = tonumber(h[1])
       if ARGV[7] == '1' and h[5] and h[6] == h[3] then lastActive = now end
-      local threshold = tonumber(decodeOpts(h[2])['lockDuration']) or 0
-      if threshold < 1000 or threshold > 86400000 then threshold = 0 end
-      if threshold == 0 then threshold = workerLock > 0 and workerLock or minIdle end
+      local threshold = lockThreshold(h[2], workerLock, minIdle)
       if not (lastActive and now - lastActive < threshold) then
-        local stalled = redis.call('HINCRBY', jobKey, 'stalledCount', 1)
         ackAndDelete(KEYS[1], group, entryId)
-        -- Whatever Switchyard lease the job carried is void now; left behind, it would still read as held.
-        clearLease(prefix, jobKey, jobId)
-        if stalled > maxStalled then
-          local reason = 'job stalled more than maxStalledCount'
-          redis.call('ZADD', KEYS[3], now, jobId)
-          redis.call('HSET', jobKey, 'state', 'failed', 'failedReason', reason, 'finishedOn', tostring(now))
-          emitEvent(KEYS[2], 'failed', jobId, {'failedReason', reason})
-          recordMetrics(KEYS[4], now, now - (tonumber(h[3]) or now))
-        else
-          emitEvent(KEYS[2], 'stalled', jobId, nil)
-          redis.call('HSET', jobKey, 'state', 'waiting')
-          redis.call('HDEL', jobKey, 'processedOn', 'lastActive')
+        if not stallJob(stallKeys, prefix, jobKey, jobId, now, maxStalled, h[3]) then
           redis.call('XADD', KEYS[1], '*', 'jobId', jobId, 'name', h[4] or '')
         end
       end

@@ -110,6 +110,34 @@ local function clearLease(prefix, jobKey, jobId)
   redis.call('ZREM', prefix .. 'sy:leases', jobId)
 end
 
+-- How long an active job may go without a heartbeat: its own lockDuration when in range, else the
+-- worker's lock duration, else the reclaim's minimum idle time.
+local function lockThreshold(optsJson, workerLock, minIdle)
+  local threshold = tonumber(decodeOpts(optsJson)['lockDuration']) or 0
+  if threshold >= 1000 and threshold <= 86400000 then return threshold end
+  return workerLock > 0 and workerLock or minIdle
+end
+
+-- A stalled job (stream or list sourced) counts one more stall and loses any Switchyard lease, which
+-- left behind would still read as held. Past maxStalled it fails for good and true is returned;
+-- otherwise it is marked waiting and the caller puts it back where it came from.
+local function stallJob(keys, prefix, jobKey, jobId, now, maxStalled, processedOn)
+  local stalled = redis.call('HINCRBY', jobKey, 'stalledCount', 1)
+  clearLease(prefix, jobKey, jobId)
+  if stalled > maxStalled then
+    local reason = 'job stalled more than maxStalledCount'
+    redis.call('ZADD', keys.failed, now, jobId)
+    redis.call('HSET', jobKey, 'state', 'failed', 'failedReason', reason, 'finishedOn', tostring(now))
+    emitEvent(keys.events, 'failed', jobId, {'failedReason', reason})
+    recordMetrics(keys.metrics, now, now - (tonumber(processedOn) or now))
+    return true
+  end
+  emitEvent(keys.events, 'stalled', jobId, nil)
+  redis.call('HSET', jobKey, 'state', 'waiting')
+  redis.call('HDEL', jobKey, 'processedOn', 'lastActive')
+  return false
+end
+
 local function expireJob(prefix, jobKey, jobId, now)
   if redis.call('HGET', jobKey, 'state') == 'failed' then return end
   local processedOn = tonumber(redis.call('HGET', jobKey, 'processedOn')) or now
