@@ -1,8 +1,14 @@
+import { defaultServerConditions } from "vite";
 import { defineConfig } from "vitest/config";
 
 const packages = ["core", "conformance", "workerqueue-sql", "qless-redis", "glidemq-valkey", "cloudq-mongo"];
 
+// Workspace packages export their TypeScript sources under this condition, so tests run without a build.
+const sourceConditions = ["@switchyard/source", ...defaultServerConditions];
+
 export default defineConfig({
+  resolve: { conditions: sourceConditions },
+  ssr: { resolve: { conditions: sourceConditions } },
   test: {
     // Suites talk to real servers; a slow CI machine gets room, but nothing waits on a timer.
     testTimeout: 30_000,

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources directly, so a clean clone needs no build step.
-import { register } from "tsx/esm/api";
+// The installed `switchyard` command runs the built JavaScript; in this repository `npm run serve`
+// runs the TypeScript sources instead, so a clean clone needs no build step.
+import { main } from "../dist/cli.js";
 
-register();
-const { main } = await import("../src/cli.ts");
 await main(process.argv.slice(2));

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { type ConfigInput, type Gateway, createGateway } from "../src/index.js";
 
@@ -82,3 +83,14 @@ export async function send(
   }
   return { status: res.status, headers: res.headers, text, json };
 }
+
+/**
+ * Node arguments that run the `switchyard` command from its TypeScript sources, as `npm run serve`
+ * does; the built binary is tested from an installed tarball in test/packaging.test.ts.
+ */
+export const CLI_FROM_SOURCE = [
+  "--import",
+  "tsx",
+  "--conditions=@switchyard/source",
+  fileURLToPath(new URL("../src/cli.ts", import.meta.url)),
+];

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultRegistry } from "../src/backends.js";
 import { runCli } from "../src/cli.js";
 import { MigrateError, runMigrateCommand } from "../src/migrate-command.js";
+import { CLI_FROM_SOURCE } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-migrate-cli-"));
 const sqliteUrl = (name: string) => `sqlite:${join(dir, name)}`;
@@ -56,10 +57,9 @@ function capture() {
   };
 }
 
-/** Runs bin/switchyard.mjs (TypeScript sources through tsx) to its exit. */
+/** Runs the `switchyard` command (its TypeScript sources through tsx) to its exit. */
 async function runBin(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
-  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...CLI_FROM_SOURCE, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
   child.stdout.on("data", (chunk) => {

@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli.js";
 import { startServer } from "../src/index.js";
+import { CLI_FROM_SOURCE } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-server-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -107,11 +108,10 @@ describe("CLI", () => {
     await expect(runCli(["serve", "--port", "http"], io)).rejects.toThrow(/--port must be a number/);
   });
 
-  it("bin/switchyard.mjs runs from source without a build and stops cleanly on SIGTERM", async () => {
+  it("the switchyard command runs from source without a build and stops cleanly on SIGTERM", async () => {
     const file = join(dir, "bin.json");
     writeFileSync(file, JSON.stringify(sqlite("bin.sqlite")));
-    const bin = join(dirname(fileURLToPath(import.meta.url)), "..", "bin", "switchyard.mjs");
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--host", "127.0.0.1", "--config", file], {
+    const child = spawn(process.execPath, [...CLI_FROM_SOURCE, "serve", "--port", "0", "--host", "127.0.0.1", "--config", file], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let out = "";
