@@ -158,6 +158,15 @@ function Q.pop(now, queue, worker, count, lease_seconds)
   promote_scheduled(now, queue, count - #jids)
   append_all(jids, work_top(queue, count - #jids))
 
+  -- A jid left in the queue's sets after its job hash went away (a state real qless-core reaches
+  -- too) is an error there (its pop unpacks the missing job's data). Raise before any job of this
+  -- pop is marked running, rather than hand out a stub made of the fields written below.
+  for _, jid in ipairs(jids) do
+    if redis.call('exists', job_key(jid)) == 0 then
+      error('Pop(): job ' .. jid .. ' in queue ' .. queue .. ' has no data (' .. job_key(jid) .. ' is missing)')
+    end
+  end
+
   for _, jid in ipairs(jids) do
     history_add(jid, now, 'popped', { worker = worker })
     local since = tonumber(redis.call('hget', job_key(jid), 'time') or now)
