@@ -11,12 +11,38 @@ import type { DataFormat } from "./options.js";
 /** Ruby's YAML document header as Syck/Psych of that era wrote it (note the space). */
 const RUBY_YAML_HEADER = "--- ";
 
+/**
+ * The key under which data that is not an object is stored. workqd's modules build a GObject from
+ * `data` and mark the job `error` ("Expecting a JSON object") for anything else, and rjqueue's job
+ * classes index it as a Hash (`data[:id]`), so an array from a Cloudq producer, or a string or
+ * number from `/v1`, is stored as `{"sy_value": <value>}` and read back as the value itself.
+ */
+export const WRAPPED_VALUE_KEY = "sy_value";
+
+/** Objects pass as they are, except one whose only key is the wrapper's, which is wrapped too. */
+function asObject(data: Json): { [key: string]: Json } {
+  const isObject = data !== null && typeof data === "object" && !Array.isArray(data);
+  if (isObject && !isWrapped(data)) return data;
+  return { [WRAPPED_VALUE_KEY]: data };
+}
+
+function isWrapped(value: unknown): value is { [WRAPPED_VALUE_KEY]: Json } {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return false;
+  const keys = Object.keys(value);
+  return keys.length === 1 && keys[0] === WRAPPED_VALUE_KEY;
+}
+
+function unwrap(value: Json): Json {
+  return isWrapped(value) ? value[WRAPPED_VALUE_KEY] : value;
+}
+
 export function encodeData(data: Json, format: DataFormat): string {
-  if (format === "json") return JSON.stringify(data);
+  const stored = asObject(data);
+  if (format === "json") return JSON.stringify(stored);
   // YAML 1.1 is what Ruby's Psych/Syck speak: strings such as "yes" or "on" get quoted so Ruby
   // does not read them as booleans. Object keys become Ruby symbols (`:id`), which rjqueue's job classes read as `@record.data[:id]`.
-  const body = YAML.stringify(symbolizeKeys(data), { version: "1.1", lineWidth: 0 });
-  return isCollection(data) ? `${RUBY_YAML_HEADER}\n${body}` : `${RUBY_YAML_HEADER}${body}`;
+  const body = YAML.stringify(symbolizeKeys(stored), { version: "1.1", lineWidth: 0 });
+  return isCollection(stored) ? `${RUBY_YAML_HEADER}\n${body}` : `${RUBY_YAML_HEADER}${body}`;
 }
 
 /** Which format a stored value is in, so a round trip (export/import) can keep it. */
@@ -28,7 +54,7 @@ export function decodeData(text: string | null): Json {
   if (text === null || text === "") return null;
   if (text.startsWith("---")) return fromRubyYaml(text);
   try {
-    return JSON.parse(text) as Json;
+    return unwrap(JSON.parse(text) as Json);
   } catch {
     // Neither format: a legacy producer wrote free text; hand it over as it is rather than fail the job.
     return text;
@@ -37,7 +63,7 @@ export function decodeData(text: string | null): Json {
 
 function fromRubyYaml(text: string): Json {
   try {
-    return stripSymbolColons(YAML.parse(text, { version: "1.1", logLevel: "silent" }) ?? null);
+    return unwrap(stripSymbolColons(YAML.parse(text, { version: "1.1", logLevel: "silent" }) ?? null));
   } catch {
     return text;
   }
