@@ -1,7 +1,9 @@
+import { readdirSync } from "node:fs";
 import { defaultServerConditions } from "vite";
 import { defineConfig } from "vitest/config";
 
-const packages = ["core", "conformance", "workerqueue-sql", "qless-redis", "glidemq-valkey", "cloudq-mongo"];
+// One test project per folder under packages/, so a new adapter is picked up by itself.
+const packages = readdirSync(new URL("./packages", import.meta.url));
 
 // Workspace packages export their TypeScript sources under this condition, so tests run without a build.
 const sourceConditions = ["@switchyard/source", ...defaultServerConditions];

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { serviceUrl } from "@switchyard/conformance";
 import { type Gateway, createGateway } from "@switchyard/gateway";
 import { type Document, MongoClient, ObjectId } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "./support/services.js";
 
 /**
  * The raw `cloudq.jobs` documents after a publish, a reserve and a delete through the gateway's

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { createCloudqBackend } from "@switchyard/cloudq-mongo";
-import { serviceUrl } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
 import { MongoClient, ObjectId } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "./support/services.js";
 
 /**
  * Interop with the Mongo-era Cloudq servers. They cannot run here (Ruby 1.8 + MongoMapper 0.9,

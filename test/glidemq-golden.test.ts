@@ -1,6 +1,5 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { serviceUrl } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseStored } from "../packages/glidemq-valkey/src/codec.js";
@@ -16,6 +15,7 @@ import {
 } from "../packages/glidemq-valkey/src/index.js";
 import { Normaliser, dumpDatabase } from "../packages/glidemq-valkey/test/support/key-dump.js";
 import { type Outcome, type Processor, ReplayWorker } from "../packages/glidemq-valkey/test/support/replay-worker.js";
+import { serviceUrl } from "./support/services.js";
 
 /**
  * Replays every golden trace recorded from real glide-mq 0.15.4 (../shared/golden/glide-mq) through

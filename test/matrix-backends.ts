@@ -2,12 +2,12 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { serviceUrl } from "@switchyard/conformance";
 import type { Backend, JobState } from "@switchyard/core";
-import { defaultRegistry } from "@switchyard/gateway";
+import { ADAPTERS } from "@switchyard/gateway";
 import { Cluster, Redis } from "ioredis";
 import knexFactory, { type Knex } from "knex";
 import { MongoClient, ObjectId } from "mongodb";
+import { serviceUrl } from "./support/services.js";
 
 /**
  * Every store the gateway can route to, as the cross-package suites open them: a backend spec for the
@@ -55,9 +55,9 @@ export interface StoreUnderTest {
 const randomSuffix = () => randomBytes(4).toString("hex");
 
 async function openWithRegistry(spec: BackendSpecInput): Promise<Backend> {
-  const factory = defaultRegistry[spec.type];
-  if (!factory) throw new Error(`the gateway registry has no ${spec.type} adapter`);
-  const backend = await factory({ url: spec.url, options: spec.options });
+  const adapter = ADAPTERS.find((candidate) => candidate.type === spec.type);
+  if (!adapter) throw new Error(`the gateway has no ${spec.type} adapter`);
+  const backend = adapter.create(adapter.optionsSchema.parse({ ...spec.options, url: spec.url }));
   await backend.ready();
   return backend;
 }

@@ -4,8 +4,9 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { eventually, serviceUrl } from "@switchyard/conformance";
+import { eventually } from "@switchyard/conformance";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "./support/services.js";
 
 // What a user gets from npm: every workspace package is built, packed with `npm pack`, and installed
 // from those tarballs into an empty project with plain npm (no workspaces, no `source` condition),

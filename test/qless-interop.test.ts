@@ -1,4 +1,4 @@
-import { eventually, serviceUrl } from "@switchyard/conformance";
+import { eventually } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type QlessBackend, createQlessBackend } from "../packages/qless-redis/src/index.js";
@@ -9,6 +9,7 @@ import {
   qlessPyOne,
   writeSwitchyardScript,
 } from "../packages/qless-redis/test/interop/qless-py.js";
+import { serviceUrl } from "./support/services.js";
 
 /**
  * Interop with the real Python client, qless-py 0.11.4 from PyPI, on Redis database 3.

@@ -1,5 +1,7 @@
+import type { AdapterDescriptor } from "@switchyard/core";
 import { Hono } from "hono";
-import { type BackendRegistry, type NamedBackend, closeBackends, defaultRegistry, openBackends } from "./backends.js";
+import { ADAPTERS } from "./adapters.js";
+import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
 import { type Config, type ConfigInput, parseConfig } from "./config.js";
 import { renderDocsPage } from "./docs.js";
 import { createCloudqDoor } from "./doors/cloudq.js";
@@ -12,8 +14,8 @@ import { QueueRouter } from "./router.js";
 export interface GatewayOptions {
   /** The configuration, shaped as the file is (defaults are filled in here). */
   config: ConfigInput | Config;
-  /** Adapter factories by backend type; the adapters this build ships by default. */
-  registry?: BackendRegistry;
+  /** The adapters backends may use; by default the ones this build ships (adapters.ts). */
+  adapters?: readonly AdapterDescriptor[];
   /** Environment for TOKEN/SECRET; process.env by default. */
   env?: Record<string, string | undefined>;
 }
@@ -48,8 +50,9 @@ async function checkBackend(named: NamedBackend): Promise<{ kind: string; ok: bo
 
 /** Opens the configured backends and builds the Hono app with every door mounted. */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
-  const config = parseConfig(options.config);
-  const backends = await openBackends(config, options.registry ?? defaultRegistry);
+  const adapters = options.adapters ?? ADAPTERS;
+  const config = parseConfig(options.config, "config", adapters);
+  const backends = await openBackends(config, adapters);
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;
 
@@ -68,7 +71,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   app.route("/v1", createNativeDoor(router));
   app.route("/qless", createQlessDoor(router, backends));
-  const cloudq = createCloudqDoor(router, { config: config.doors.cloudq, env });
+  const cloudq = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters });
   app.route("/cloudq", cloudq);
   // Last, so /v1, /health, /docs and /openapi.json keep their meaning when Cloudq also owns `/:queue`.
   if (config.doors.cloudq.mountAtRoot) app.route("/", cloudq);

@@ -2,6 +2,7 @@ import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { redactUrl } from "./backends.js";
+import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { MigrateError, runMigrateCommand } from "./migrate-command.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
@@ -24,12 +25,6 @@ Options:
 Routes: /v1 (native REST), /openapi.json, /docs, /health, /cloudq (Cloudq protocol).
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and closes the backends.
 `;
-
-export interface CliIo {
-  out: (text: string) => void;
-  err: (text: string) => void;
-  env: Record<string, string | undefined>;
-}
 
 const defaultIo: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), env: process.env };
 

@@ -1,19 +1,18 @@
 import { readFile } from "node:fs/promises";
 import { extname } from "node:path";
+import type { AdapterDescriptor } from "@switchyard/core";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { ADAPTERS } from "./adapters.js";
 
-/** Every adapter type the configuration may name; whether one is available is decided in backends.ts. */
-export const BACKEND_TYPES = ["workerqueue-sql", "qless-redis", "glidemq-valkey", "cloudq-mongo"] as const;
-export type BackendType = (typeof BACKEND_TYPES)[number];
-
-const BackendSpecSchema = z.strictObject({
-  type: z.enum(BACKEND_TYPES),
+/** A backend entry as the file gives it; its `options` are validated by the adapter's own schema. */
+const BackendEntrySchema = z.strictObject({
+  type: z.string().min(1),
   url: z.string().min(1),
-  /** Passed to the adapter's factory next to `url`; each adapter documents its own options. */
+  /** Passed to the adapter next to `url`; each adapter documents its own options. */
   options: z.record(z.string(), z.unknown()).default({}),
 });
-export type BackendSpec = z.output<typeof BackendSpecSchema>;
+export type BackendSpec = z.output<typeof BackendEntrySchema>;
 
 const RouteSchema = z.strictObject({
   /** A queue-name pattern; `*` matches any run of characters, everything else matches itself. */
@@ -44,40 +43,69 @@ const DoorsSchema = z.strictObject({
   cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
 });
 
-export const ConfigSchema = z
-  .strictObject({
-    backends: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, "backend names use letters, digits, _ and -"), BackendSpecSchema),
-    /** First match wins. Omitted: every queue goes to the only backend. */
-    routes: z.array(RouteSchema).optional(),
-    doors: DoorsSchema.default(DoorsSchema.parse({})),
-  })
-  .superRefine((config, ctx) => {
-    const names = Object.keys(config.backends);
-    if (names.length === 0) ctx.addIssue({ code: "custom", path: ["backends"], message: "at least one backend is required" });
-    if (config.routes === undefined) {
-      if (names.length > 1)
-        ctx.addIssue({ code: "custom", path: ["routes"], message: "routes are required when there is more than one backend" });
-      return;
+/**
+ * The configuration schema for a list of adapters: a backend's `type` must name one of them, and its
+ * `url` and `options` must pass that adapter's schema (issues keep their path, e.g.
+ * `backends.main.options.table`). The parsed `options` are the adapter's, defaults filled in.
+ */
+export function configSchema(adapters: readonly AdapterDescriptor[] = ADAPTERS) {
+  const byType = new Map(adapters.map((adapter) => [adapter.type, adapter]));
+  const BackendSpecSchema = BackendEntrySchema.transform((spec, ctx) => {
+    const adapter = byType.get(spec.type);
+    if (!adapter) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["type"],
+        message: `unknown backend type "${spec.type}" (known: ${[...byType.keys()].join(", ")})`,
+      });
+      return z.NEVER;
     }
-    config.routes.forEach((route, index) => {
-      if (!(route.backend in config.backends)) {
-        const known = names.length > 0 ? names.join(", ") : "none";
-        ctx.addIssue({
-          code: "custom",
-          path: ["routes", index, "backend"],
-          message: `unknown backend "${route.backend}" (known: ${known})`,
-        });
+    const parsed = adapter.optionsSchema.safeParse({ ...spec.options, url: spec.url });
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        const path = issue.path[0] === "url" ? issue.path : ["options", ...issue.path];
+        ctx.addIssue({ code: "custom", path: path as PropertyKey[], message: issue.message });
       }
-    });
-  })
-  .transform((config) => ({
-    ...config,
-    routes: config.routes ?? Object.keys(config.backends).map((backend) => ({ pattern: "*", backend })),
-  }));
+      return z.NEVER;
+    }
+    const { url: _url, ...options } = parsed.data;
+    return { ...spec, options: options as Record<string, unknown> };
+  });
+  return z
+    .strictObject({
+      backends: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/, "backend names use letters, digits, _ and -"), BackendSpecSchema),
+      /** First match wins. Omitted: every queue goes to the only backend. */
+      routes: z.array(RouteSchema).optional(),
+      doors: DoorsSchema.default(DoorsSchema.parse({})),
+    })
+    .superRefine((config, ctx) => {
+      const names = Object.keys(config.backends);
+      if (names.length === 0) ctx.addIssue({ code: "custom", path: ["backends"], message: "at least one backend is required" });
+      if (config.routes === undefined) {
+        if (names.length > 1)
+          ctx.addIssue({ code: "custom", path: ["routes"], message: "routes are required when there is more than one backend" });
+        return;
+      }
+      config.routes.forEach((route, index) => {
+        if (!(route.backend in config.backends)) {
+          const known = names.length > 0 ? names.join(", ") : "none";
+          ctx.addIssue({
+            code: "custom",
+            path: ["routes", index, "backend"],
+            message: `unknown backend "${route.backend}" (known: ${known})`,
+          });
+        }
+      });
+    })
+    .transform((config) => ({
+      ...config,
+      routes: config.routes ?? Object.keys(config.backends).map((backend) => ({ pattern: "*", backend })),
+    }));
+}
 
 /** The file's shape (what a caller may pass to createGateway) and the parsed, defaults-filled shape. */
-export type ConfigInput = z.input<typeof ConfigSchema>;
-export type Config = z.output<typeof ConfigSchema>;
+export type ConfigInput = z.input<ReturnType<typeof configSchema>>;
+export type Config = z.output<ReturnType<typeof configSchema>>;
 
 /** A configuration that cannot be used; the message names the file and the bad field. */
 export class ConfigError extends Error {
@@ -95,8 +123,8 @@ export function defaultConfig(): Config {
 }
 
 /** Validates a configuration object; `source` names where it came from in error messages. */
-export function parseConfig(value: unknown, source = "config"): Config {
-  const parsed = ConfigSchema.safeParse(value);
+export function parseConfig(value: unknown, source = "config", adapters: readonly AdapterDescriptor[] = ADAPTERS): Config {
+  const parsed = configSchema(adapters).safeParse(value);
   if (parsed.success) return parsed.data;
   const lines = parsed.error.issues.map((issue) => {
     const path = issue.path.length > 0 ? issue.path.join(".") : "(top level)";
@@ -109,7 +137,7 @@ export function parseConfig(value: unknown, source = "config"): Config {
  * Reads a YAML or JSON file (chosen by extension; anything else is tried as YAML, which is a
  * superset of JSON). No path: the embedded SQLite default.
  */
-export async function loadConfig(path?: string): Promise<Config> {
+export async function loadConfig(path?: string, adapters: readonly AdapterDescriptor[] = ADAPTERS): Promise<Config> {
   if (path === undefined || path === "") return defaultConfig();
   let text: string;
   try {
@@ -125,5 +153,5 @@ export async function loadConfig(path?: string): Promise<Config> {
       cause: error,
     });
   }
-  return parseConfig(value, `config file ${path}`);
+  return parseConfig(value, `config file ${path}`, adapters);
 }

@@ -1,7 +1,8 @@
 import { parseArgs } from "node:util";
-import { type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
-import { type BackendRegistry, closeBackends, defaultRegistry, openBackends } from "./backends.js";
-import type { CliIo } from "./cli.js";
+import { type AdapterDescriptor, type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
+import { ADAPTERS } from "./adapters.js";
+import { closeBackends, openBackends } from "./backends.js";
+import type { CliIo } from "./cli-io.js";
 import { type Config, loadConfig } from "./config.js";
 
 export const MIGRATE_HELP = `switchyard migrate: copy one queue, every job in every state, from one configured backend to another
@@ -76,7 +77,7 @@ function progressLine(progress: MigrationProgress, total: number): string {
 export async function runMigrateCommand(
   argv: string[],
   io: CliIo,
-  registry: BackendRegistry = defaultRegistry,
+  adapters: readonly AdapterDescriptor[] = ADAPTERS,
 ): Promise<MigrateCommandReport | undefined> {
   const { values } = parseArgs({
     args: argv,
@@ -103,14 +104,14 @@ export async function runMigrateCommand(
     throw new MigrateError(`--from and --to are both "${from}": give a --target-queue to copy within one backend`);
 
   const configPath = values.config ?? io.env.SWITCHYARD_CONFIG;
-  const config = await loadConfig(configPath);
+  const config = await loadConfig(configPath, adapters);
   const source = configPath ? `config file ${configPath}` : "the built-in default config";
   backendNamed(config, from, "--from", source);
   backendNamed(config, to, "--to", source);
 
   // Only the two backends the command names: a third one being down must not stop a migration.
   const specs = { [from]: config.backends[from]!, [to]: config.backends[to]! };
-  const opened = await openBackends({ ...config, backends: specs }, registry);
+  const opened = await openBackends({ ...config, backends: specs }, adapters);
   let last: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: values.resume ?? null };
   let report: MigrationReport;
   try {

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { workerQueueAdapter } from "@switchyard/workerqueue-sql";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, compilePattern, createGateway, defaultConfig, loadConfig, parseConfig } from "../src/index.js";
 import { send } from "./helpers.js";
@@ -84,12 +85,38 @@ doors:
     await expect(loadConfig(join(dir, "missing.yaml"))).rejects.toThrow(/cannot read config file .*missing\.yaml/);
   });
 
-  it("accepts every known backend type but refuses one whose adapter is not registered, naming it", async () => {
-    const config = { backends: { q: { type: "qless-redis" as const, url: "redis://127.0.0.1:1/7" } } };
+  it("accepts every type in the adapter list but refuses one whose adapter is not in it, naming the known ones", async () => {
+    const config = { backends: { q: { type: "qless-redis", url: "redis://127.0.0.1:1/7" } } };
     expect(parseConfig(config).backends.q!.type).toBe("qless-redis");
-    await expect(createGateway({ config, registry: { "workerqueue-sql": () => Promise.reject(new Error("unused")) } })).rejects.toThrow(
-      /backends\.q\.type: the "qless-redis" adapter is not available in this build \(available: workerqueue-sql\)/,
+    await expect(createGateway({ config, adapters: [workerQueueAdapter] })).rejects.toThrow(
+      /backends\.q\.type: unknown backend type "qless-redis" \(known: workerqueue-sql\)/,
     );
+  });
+
+  it("validates each backend's options with its adapter's schema and reports a bad one with its path", () => {
+    const bad = {
+      backends: {
+        main: { type: "workerqueue-sql", url: "sqlite:./x.sqlite", options: { table: "drop table jobs" } },
+        cache: { type: "glidemq-valkey", url: "redis://127.0.0.1:6379", options: { prefix: 7, unknownOption: true } },
+        docs: { type: "cloudq-mongo", url: "http://not-mongo" },
+      },
+      routes: [{ pattern: "*", backend: "main" }],
+    };
+    let message = "";
+    try {
+      parseConfig(bad, "test config");
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/backends\.main\.options\.table: a SQL identifier/);
+    expect(message).toMatch(/backends\.cache\.options\.prefix: /);
+    expect(message).toMatch(/backends\.cache\.options: .*unknownOption/);
+    expect(message).toMatch(/backends\.docs\.url: a mongodb:\/\/ or mongodb\+srv:\/\/ connection string/);
+  });
+
+  it("hands an adapter its options as its schema parsed them, defaults filled in", () => {
+    const config = parseConfig({ backends: { docs: { type: "cloudq-mongo", url: "mongodb://127.0.0.1/cloudq" } } });
+    expect(config.backends.docs!.options).toMatchObject({ collection: "cloudq.jobs", stateField: "queue_state", completion: "remove" });
   });
 });
 

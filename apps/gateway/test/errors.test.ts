@@ -11,7 +11,7 @@ import {
   UnsupportedError,
   ValidationError,
 } from "@switchyard/core";
-import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
+import { workerQueueAdapter } from "@switchyard/workerqueue-sql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Gateway, createGateway } from "../src/index.js";
 import { type TestGateway, openTestGateway, send } from "./helpers.js";
@@ -33,19 +33,22 @@ describe("one error handler maps typed core errors to HTTP in every door", () =>
     // The real SQLite backend, except that reserving from `fail-<CODE>` throws that typed error.
     gateway = await createGateway({
       config: { backends: { main: { type: "workerqueue-sql", url: `sqlite:${join(dir, "errors.sqlite")}` } } },
-      registry: {
-        "workerqueue-sql": ({ url, options }) => {
-          const backend = createWorkerQueueBackend({ url, ...options });
-          const reserve = backend.reserve.bind(backend);
-          backend.reserve = async (queue, opts) => {
-            const entry = THROWN.find(([code]) => queue === `fail-${code}`);
-            if (entry) throw entry[1]();
-            if (queue === "fail-untyped") throw new Error("secret internals");
-            return reserve(queue, opts);
-          };
-          return backend;
+      adapters: [
+        {
+          ...workerQueueAdapter,
+          create: (options) => {
+            const backend = workerQueueAdapter.create(options);
+            const reserve = backend.reserve.bind(backend);
+            backend.reserve = async (queue, opts) => {
+              const entry = THROWN.find(([code]) => queue === `fail-${code}`);
+              if (entry) throw entry[1]();
+              if (queue === "fail-untyped") throw new Error("secret internals");
+              return reserve(queue, opts);
+            };
+            return backend;
+          },
         },
-      },
+      ],
       env: {},
     });
   });

@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Backend } from "@switchyard/core";
-import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
+import { createWorkerQueueBackend, workerQueueAdapter } from "@switchyard/workerqueue-sql";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { defaultRegistry } from "../src/backends.js";
+import { ADAPTERS } from "../src/adapters.js";
 import { runCli } from "../src/cli.js";
 import { MigrateError, runMigrateCommand } from "../src/migrate-command.js";
 import { CLI_FROM_SOURCE } from "./helpers.js";
@@ -166,18 +166,15 @@ describe("switchyard migrate", () => {
   it("reports jobs that did not arrive, after printing the report, and fails", async () => {
     const config = writeConfig("lossy");
     // A target that acknowledges every import but drops the first job: the verification must notice.
-    const registry = {
-      ...defaultRegistry,
-      "workerqueue-sql": async (spec: { url: string; options: Record<string, unknown> }) => {
-        const backend = await defaultRegistry["workerqueue-sql"]!(spec);
-        if (!spec.url.endsWith("lossy.sqlite")) return backend;
-        const importAll = backend.import.bind(backend);
-        backend.import = async (queue, jobs) => ({ ...(await importAll(queue, jobs.slice(1))), imported: jobs.length });
-        return backend;
-      },
-    };
+    const adapters = withSqlite((options) => {
+      const backend = workerQueueAdapter.create(options);
+      if (!options.url.endsWith("lossy.sqlite")) return backend;
+      const importAll = backend.import.bind(backend);
+      backend.import = async (queue, jobs) => ({ ...(await importAll(queue, jobs.slice(1))), imported: jobs.length });
+      return backend;
+    });
     const { io, output } = capture();
-    const run = runMigrateCommand(["-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, registry);
+    const run = runMigrateCommand(["-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, adapters);
     await expect(run).rejects.toThrow(MigrateError);
     await expect(run).rejects.toThrow(/1 job\(s\) read from old are missing from lossy after the migration: 1$/);
     expect(JSON.parse(output.out)).toMatchObject({ read: 5, missing: ["1"] });
@@ -201,28 +198,25 @@ describe("switchyard migrate", () => {
     const config = writeConfig("flaky");
     // The target's second import fails as a dropped connection would.
     let imports = 0;
-    const registry = {
-      ...defaultRegistry,
-      "workerqueue-sql": async (spec: { url: string; options: Record<string, unknown> }) => {
-        const backend = await defaultRegistry["workerqueue-sql"]!(spec);
-        if (!spec.url.endsWith("flaky.sqlite")) return backend;
-        const importAll = backend.import.bind(backend);
-        backend.import = async (queue, jobs) => {
-          if (++imports === 2) throw new Error("connection reset");
-          return importAll(queue, jobs);
-        };
-        return backend;
-      },
-    };
+    const adapters = withSqlite((options) => {
+      const backend = workerQueueAdapter.create(options);
+      if (!options.url.endsWith("flaky.sqlite")) return backend;
+      const importAll = backend.import.bind(backend);
+      backend.import = async (queue, jobs) => {
+        if (++imports === 2) throw new Error("connection reset");
+        return importAll(queue, jobs);
+      };
+      return backend;
+    });
     const args = ["-c", config, "--from", "old", "--to", "flaky", "--queue", QUEUE, "--batch-size", "2"];
-    const stopped = await runMigrateCommand(args, capture().io, registry).catch((error: Error) => error);
+    const stopped = await runMigrateCommand(args, capture().io, adapters).catch((error: Error) => error);
     expect(stopped).toBeInstanceOf(MigrateError);
     const message = (stopped as Error).message;
     expect(message).toMatch(/stopped after 2 job\(s\): connection reset; resume with --resume \S+$/);
     expect(rowsOf("flaky.sqlite", QUEUE)).toHaveLength(2);
 
     const { io, output } = capture();
-    await runMigrateCommand([...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, registry);
+    await runMigrateCommand([...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, adapters);
     expect(JSON.parse(output.out)).toMatchObject({ read: 3, imported: 3, skipped: 0, missing: [] });
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
   });
@@ -251,3 +245,8 @@ describe("switchyard migrate", () => {
     expect(glide.err).toMatch(/(^|\n)switchyard: backends\.glide: glidemq-valkey backend at redis:\/\/127\.0\.0\.1:1\/0 is not reachable/);
   });
 });
+
+/** The gateway's adapters with the SQLite one built by `create` instead, to make a target misbehave. */
+function withSqlite(create: (typeof workerQueueAdapter)["create"]) {
+  return ADAPTERS.map((adapter) => (adapter.type === workerQueueAdapter.type ? { ...workerQueueAdapter, create } : adapter));
+}

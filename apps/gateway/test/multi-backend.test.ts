@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { serviceUrl } from "@switchyard/conformance";
 import knexFactory from "knex";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { type Gateway, createGateway, loadConfig } from "../src/index.js";
 import { send } from "./helpers.js";
 

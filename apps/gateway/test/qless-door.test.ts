@@ -2,21 +2,17 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { serviceUrl } from "@switchyard/conformance";
 import { createQlessBackend } from "@switchyard/qless-redis";
 import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
 import Database from "better-sqlite3";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BackendRegistry, type Gateway, createGateway } from "../src/index.js";
+import { serviceUrl } from "../../../test/support/services.js";
+import { type Gateway, createGateway } from "../src/index.js";
 import { send } from "./helpers.js";
 
 // Redis db 9 is shared with the migration tests: random queue names and jids, never FLUSHDB.
 const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/9`;
-const registry: BackendRegistry = {
-  "qless-redis": ({ url, options }) => createQlessBackend({ url, ...options }),
-  "workerqueue-sql": ({ url, options }) => createWorkerQueueBackend({ url, ...options }),
-};
 const unique = (prefix: string) => `${prefix}-${randomUUID().replaceAll("-", "").slice(0, 12)}`;
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
@@ -35,7 +31,6 @@ beforeAll(async () => {
         { pattern: "*", backend: "ql" },
       ],
     },
-    registry,
     env: {},
   });
   redis = new Redis(redisUrl);
@@ -365,7 +360,6 @@ describe("qless door picks the backend of a jid-only command", () => {
           { pattern: "*", backend: "ql2" },
         ],
       },
-      registry,
       env: {},
     });
     try {
@@ -385,7 +379,6 @@ describe("qless door picks the backend of a jid-only command", () => {
   it("with no qless-redis backend, a jid-only command without a queue answers 400 asking for one", async () => {
     const sqlOnly = await createGateway({
       config: { backends: { main: { type: "workerqueue-sql", url: `sqlite:${join(dir, "only.sqlite")}` } } },
-      registry,
       env: {},
     });
     try {

@@ -6,6 +6,7 @@ import {
   type Job,
   type ReserveOptions,
   ValidationError,
+  guardBackend,
   normalizeEnqueueInput,
 } from "@switchyard/core";
 import { MongoClient } from "mongodb";
@@ -88,7 +89,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
     return claimJobs(store, queue, { worker: reserveOptions.worker, count, leaseMs });
   };
 
-  return {
+  return guardBackend("cloudq-mongo", {
     kind: "cloudq-mongo",
     capabilities: capabilitiesFor(layout),
     ready,
@@ -136,5 +137,5 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
         forgetCandidates(store, queue);
         return importJobs(store, queue, jobs);
       }),
-  };
+  });
 }

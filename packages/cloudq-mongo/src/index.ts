@@ -3,3 +3,4 @@ export type { CloudqBackendOptions, CloudqLayoutOptions, CompletionMode, StateFi
 export { COMPLETION_MODES, STATE_FIELDS } from "./options.js";
 export { NATIVE as CLOUDQ_STATES, type CloudqDocument, type SwitchyardFields } from "./document.js";
 export { indexesFor } from "./indexes.js";
+export { cloudqAdapter } from "./descriptor.js";

@@ -13,7 +13,7 @@ export type StateField = (typeof STATE_FIELDS)[number];
 export const COMPLETION_MODES = ["remove", "mark-deleted"] as const;
 export type CompletionMode = (typeof COMPLETION_MODES)[number];
 
-const LayoutOptionsSchema = z.strictObject({
+export const LayoutOptionsSchema = z.strictObject({
   /** Database shared with the legacy servers: this, else the one the URL names, else `cloudq` (every Mongo-era default). */
   database: z.string().min(1).optional(),
   /** Collection of job documents; MongoMapper named it `cloudq.jobs` and node-cloudq followed. */

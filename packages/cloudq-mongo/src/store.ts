@@ -1,5 +1,4 @@
-import { BackendUnavailableError, ValidationError } from "@switchyard/core";
-import { MongoError } from "mongodb";
+import { BackendUnavailableError, ValidationError, isConnectionError } from "@switchyard/core";
 import type { Collection, UpdateFilter } from "mongodb";
 import type { CloudqDocument } from "./document.js";
 import type { ResolvedLayout } from "./options.js";
@@ -19,26 +18,16 @@ export function checkQueue(queue: string): void {
   }
 }
 
-/** Network and server-selection failures become BackendUnavailableError; typed errors pass through. */
+/** Network and server-selection failures become BackendUnavailableError naming the operation; typed errors pass through. */
 export async function guarded<T>(what: string, operation: () => Promise<T>): Promise<T> {
   try {
     return await operation();
   } catch (error) {
-    if (error instanceof MongoError && isUnavailable(error)) {
-      throw new BackendUnavailableError(`cloudq-mongo: ${what} failed: ${error.message}`, { cause: error });
+    if (isConnectionError(error)) {
+      throw new BackendUnavailableError(`cloudq-mongo: ${what} failed: ${(error as Error).message}`, { cause: error });
     }
     throw error;
   }
-}
-
-function isUnavailable(error: MongoError): boolean {
-  return [
-    "MongoNetworkError",
-    "MongoServerSelectionError",
-    "MongoNetworkTimeoutError",
-    "MongoTopologyClosedError",
-    "MongoNotConnectedError",
-  ].includes(error.name);
 }
 
 /** The driver cannot type dotted sub-document paths such as `switchyard.lease`; updates are plain records. */

@@ -30,6 +30,8 @@ for (const { stateField, completion } of MODES) {
   const database = testDatabase("conf");
   runConformance({
     name: `cloudq-mongo (${stateField}, ${completion})`,
+    createUnreachableBackend: () =>
+      createCloudqBackend({ url: "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", database, stateField, completion }),
     createBackend: async () => {
       const backend = createCloudqBackend({ url: mongoUrl(), database, stateField, completion });
       await backend.ready();

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Probe } from "@switchyard/conformance";
-import { serviceUrl } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
 import { MongoClient, ObjectId } from "mongodb";
 import { afterAll, beforeAll } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { type CompletionMode, type StateField, createCloudqBackend } from "../src/index.js";
 
 /** A database of its own per test file, so parallel files never see each other's jobs. */

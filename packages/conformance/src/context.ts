@@ -23,6 +23,12 @@ export interface ConformanceOptions {
   probe: Probe;
   /** Must equal the adapter's own `capabilities`; decides which rules are skipped, with the reason. */
   capabilities: Capabilities;
+  /**
+   * An adapter pointed at a store that cannot be reached (a closed port, a path that cannot be
+   * opened), not made ready; its operations must reject with BackendUnavailableError. Without it the
+   * unreachable-store rules are skipped with that reason.
+   */
+  createUnreachableBackend?: () => Backend;
 }
 
 export interface SuiteContext {

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { type ConformanceOptions, titled } from "./context.js";
+import { bulkSuite } from "./suites/bulk.js";
+import { claimOrderSuite } from "./suites/claim-order.js";
 import { completeFailSuite } from "./suites/complete-fail.js";
 import { concurrencySuite } from "./suites/concurrency.js";
+import { cursorSuite } from "./suites/cursors.js";
 import { enqueueSuite } from "./suites/enqueue.js";
 import { exportImportSuite } from "./suites/export-import.js";
 import { leaseSuite } from "./suites/leases.js";
@@ -11,10 +14,10 @@ import { progressSuite } from "./suites/progress.js";
 import { reserveSuite } from "./suites/reserve.js";
 import { delaySuite, dependencySuite, prioritySuite } from "./suites/scheduling.js";
 import { cancelSuite, uniquenessSuite } from "./suites/uniqueness-cancel.js";
+import { unreachableSuite } from "./suites/unreachable.js";
 
 export type { ConformanceOptions, Probe, SuiteContext } from "./context.js";
 export { eventually } from "./context.js";
-export { serviceUrl, type ServiceName } from "./services.js";
 
 /**
  * Runs the whole contract against one backend. Call it at the top level of an adapter's test file:
@@ -32,8 +35,10 @@ export function runConformance(options: ConformanceOptions): void {
     });
   });
   enqueueSuite(options);
+  bulkSuite(options);
   reserveSuite(options);
   leaseSuite(options);
+  claimOrderSuite(options);
   completeFailSuite(options);
   delaySuite(options);
   prioritySuite(options);
@@ -41,8 +46,10 @@ export function runConformance(options: ConformanceOptions): void {
   uniquenessSuite(options);
   cancelSuite(options);
   listingSuite(options);
+  cursorSuite(options);
   pauseSuite(options);
   progressSuite(options);
   exportImportSuite(options);
   concurrencySuite(options);
+  unreachableSuite(options);
 }

@@ -113,11 +113,3 @@ export function backoffDelay(backoff: Backoff | null, attempts: number): number 
   if (backoff.type === "fixed") return backoff.delay;
   return Math.min(MAX_DELAY_MS, backoff.delay * 2 ** Math.max(0, attempts - 1));
 }
-
-/** The names under which adapters keep their own system's fields in `Job.native`. */
-export const SYSTEM_NATIVE_KEYS: readonly string[] = ["cloudq", "glide", "qless", "workerqueue"];
-
-/** A job's native fields less the adapters' own: the producer's extras, for a door to hand back. */
-export function producerExtras(native: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(native).filter(([key]) => !SYSTEM_NATIVE_KEYS.includes(key)));
-}

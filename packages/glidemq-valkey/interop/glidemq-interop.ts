@@ -196,7 +196,7 @@ async function backendBothWays(): Promise<void> {
   const b = await backend.enqueue(toGlide, { name: "core-urgent", data: { n: 2 }, priority: 10 });
   const c = await backend.enqueue(toGlide, { name: "core-later", data: { n: 3 }, delay: 200 });
   const d = await backend.enqueue(toGlide, { name: "retried", data: { n: 4 }, maxAttempts: 2, backoff: { type: "fixed", delay: 50 } });
-  const e = await createGlideMqBackend({ redis }, { useGlideFunctions: true }).enqueue(toGlide, {
+  const e = await createGlideMqBackend({ redis, useGlideFunctions: true }).enqueue(toGlide, {
     name: "via-fcall",
     data: { n: 5 },
     uniqueKey: "u",

@@ -19,12 +19,12 @@ import {
   type Page,
   type ReserveOptions,
   emptyCounts,
+  guardBackend,
   normalizeEnqueueInput,
 } from "@switchyard/core";
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
-import { guardOperations } from "./errors.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
 import { toJob, toNewJob } from "./mapping.js";
@@ -34,7 +34,8 @@ import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
 import { type StalledRecoveryOptions, stalledRecovery } from "./recovery.js";
 import { type RedisClient, isCluster, loadScripts, runScript } from "./scripts.js";
 
-export interface GlideMqBackendOptions {
+/** What the backend does, apart from how it connects. */
+export interface GlideMqSettings {
   /** Key prefix; glide-mq's default is `glide`. */
   prefix?: string;
   /** Store new jobs' data gzip-compressed (`gz:` + base64), as a glide-mq Queue with compression. */
@@ -44,6 +45,9 @@ export interface GlideMqBackendOptions {
   /** Recovery of jobs abandoned by consumers without a Switchyard lease (see recovery.ts); false turns it off. */
   stalledRecovery?: StalledRecoveryOptions | false;
 }
+
+/** A connection (`url`, cluster seeds or an injected `redis` client) and the settings. */
+export type GlideMqBackendOptions = GlideMqConnection & GlideMqSettings;
 
 export const GLIDEMQ_CAPABILITIES: Capabilities = {
   delays: true,
@@ -69,7 +73,7 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
  * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
  */
-export function createGlideMqBackend(connection: GlideMqConnection, options: GlideMqBackendOptions = {}): Backend {
+export function createGlideMqBackend(options: GlideMqBackendOptions): Backend {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
@@ -78,7 +82,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     readying ??= (async () => {
       let opened: { client: RedisClient; owned: boolean } | undefined;
       try {
-        opened = await openClient(connection);
+        opened = await openClient(options);
         const client = opened.client;
         owned = opened.owned;
         if (isCluster(client) && client.status !== "ready") {
@@ -132,7 +136,7 @@ export function createGlideMqBackend(connection: GlideMqConnection, options: Gli
     });
   }
 
-  return guardOperations({
+  return guardBackend("glidemq-valkey", {
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 

@@ -2,15 +2,33 @@ import { BackendUnavailableError } from "@switchyard/core";
 import type { ClusterOptions, RedisOptions } from "ioredis";
 import type { RedisClient } from "./scripts.js";
 
-/** How the adapter reaches Valkey/Redis: a URL, a client of your own, or cluster seed nodes. */
+/**
+ * How the adapter reaches Valkey/Redis: a URL, a client of your own, or a cluster. With
+ * `cluster: true` the URL lists seed nodes, `redis://host1:port1,host2:port2`; every key of a queue
+ * shares one hash tag, so any primary can be a seed. `redisOptions` (password, tls...) apply to
+ * every connection, the cluster's nodes included.
+ */
 export type GlideMqConnection =
-  | { url: string; options?: RedisOptions }
-  | { redis: RedisClient }
-  | { cluster: { nodes: Array<string | { host: string; port: number }>; options?: ClusterOptions } };
+  | { url: string; cluster?: false; redisOptions?: RedisOptions; redis?: never }
+  | { url: string; cluster: true; redisOptions?: RedisOptions; clusterOptions?: ClusterOptions; redis?: never }
+  | { redis: RedisClient; url?: never };
+
+/** The seed nodes of a cluster URL: `redis://h1:6379,h2:6380` gives both; a missing port is 6379. */
+export function clusterNodes(url: string): Array<{ host: string; port: number }> {
+  return url
+    .replace(/^[a-z]+:\/\//i, "")
+    .replace(/\/.*$/, "")
+    .split(",")
+    .filter((node) => node.length > 0)
+    .map((node) => {
+      const at = node.lastIndexOf(":");
+      return at < 0 ? { host: node, port: 6379 } : { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+    });
+}
 
 /** ioredis is a peer dependency, loaded only when the adapter has to create the client itself. */
 export async function openClient(connection: GlideMqConnection): Promise<{ client: RedisClient; owned: boolean }> {
-  if ("redis" in connection) return { client: connection.redis, owned: false };
+  if (connection.redis) return { client: connection.redis, owned: false };
   let ioredis: { Redis: typeof import("ioredis").Redis; Cluster: typeof import("ioredis").Cluster };
   try {
     const loaded = await import("ioredis");
@@ -18,15 +36,14 @@ export async function openClient(connection: GlideMqConnection): Promise<{ clien
   } catch (cause) {
     throw new BackendUnavailableError("glidemq-valkey: the peer dependency ioredis is not installed (npm install ioredis)", { cause });
   }
-  if ("url" in connection) {
-    return { client: quiet(new ioredis.Redis(connection.url, { maxRetriesPerRequest: 3, ...connection.options })), owned: true };
+  if (!connection.cluster) {
+    return { client: quiet(new ioredis.Redis(connection.url, { maxRetriesPerRequest: 3, ...connection.redisOptions })), owned: true };
   }
-  const nodes = connection.cluster.nodes.map((node) => {
-    if (typeof node !== "string") return node;
-    const [host, port] = node.split(":");
-    return { host: host ?? "127.0.0.1", port: Number(port) };
-  });
-  return { client: quiet(new ioredis.Cluster(nodes, connection.cluster.options)), owned: true };
+  const options: ClusterOptions = {
+    ...connection.clusterOptions,
+    ...(connection.redisOptions ? { redisOptions: { ...connection.clusterOptions?.redisOptions, ...connection.redisOptions } } : {}),
+  };
+  return { client: quiet(new ioredis.Cluster(clusterNodes(connection.url), options)), owned: true };
 }
 
 /**

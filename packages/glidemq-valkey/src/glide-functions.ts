@@ -1,7 +1,9 @@
 import { ValidationError } from "@switchyard/core";
 import type { QueueKeys } from "./keys.js";
-import type { AddOutcome } from "./producer.js";
 import type { RedisClient } from "./scripts.js";
+
+/** What one add came to: created, or skipped (deduplicated) or a duplicate of an existing id. */
+export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
 
 /** The glide-mq function library version whose argument layouts this file follows (glide-mq 0.15.4). */
 export const GLIDE_LIBRARY_VERSION = "93";

@@ -2,11 +2,12 @@ export { queueKeys, validateQueueName, validateJobId, PRIORITY_SHIFT, CONSUMER_G
 export { loadScripts, runScript, type RedisClient } from "./scripts.js";
 export { encodeData, decodeText, parseStored, MAX_JOB_DATA_SIZE } from "./codec.js";
 export { checkOptions, type GlideJobOptions } from "./options.js";
-export { GlideProducer, type GlideProducerOptions, type NewJob, type AddOutcome, type FlowJob } from "./producer.js";
+export { GlideProducer, type GlideProducerOptions, type NewJob, type FlowJob } from "./producer.js";
+export type { AddOutcome } from "./glide-functions.js";
 export { GlideConsumer, type GlideConsumerOptions, type ActivatedJob } from "./consumer.js";
 export { jobCounts, setPaused, isPaused, type GlideJobCounts } from "./queue-admin.js";
-export { createGlideMqBackend, GLIDEMQ_CAPABILITIES, type GlideMqBackendOptions } from "./backend.js";
-export type { GlideMqConnection } from "./connection.js";
-export { toBackendError, isConnectionError } from "./errors.js";
+export { createGlideMqBackend, GLIDEMQ_CAPABILITIES, type GlideMqBackendOptions, type GlideMqSettings } from "./backend.js";
+export { type GlideMqConnection, clusterNodes } from "./connection.js";
+export { glideMqAdapter } from "./descriptor.js";
 export { toGlidePriority, fromGlidePriority, toJob } from "./mapping.js";
 export { GlideWorker, UNRECOVERABLE, type GlideWorkerOptions, type Processor, type ProcessedJob } from "./worker.js";

@@ -1,6 +1,6 @@
 import { UnsupportedError, ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
-import { addThroughGlide, glideLibraryLoaded } from "./glide-functions.js";
+import { type AddOutcome, addThroughGlide, glideLibraryLoaded } from "./glide-functions.js";
 import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { type GlideJobOptions, checkOptions } from "./options.js";
 import { type RedisClient, runScript } from "./scripts.js";
@@ -35,8 +35,6 @@ export interface NewJob {
   /** The enqueue time in ms; the producer's clock when omitted. */
   timestamp?: number;
 }
-
-export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
 
 /** glide-mq's FlowProducer input, for a parent whose children are in the same queue. */
 export interface FlowJob {

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { eventually, serviceUrl } from "@switchyard/conformance";
+import { eventually } from "@switchyard/conformance";
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GlideProducer, GlideWorker, jobCounts, loadScripts, queueKeys } from "../src/index.js";
+import { serviceUrl } from "../../../test/support/services.js";
+import { GlideProducer, GlideWorker, clusterNodes, jobCounts, loadScripts, queueKeys } from "../src/index.js";
 import { removeQueues } from "./support/cleanup.js";
-import { clusterNodes } from "./support/probe.js";
 
 // The glide-mq-shaped layer on the 3-primary cluster: queues land on different primaries by their
 // hash tag, and each queue's keys stay together on one of them.

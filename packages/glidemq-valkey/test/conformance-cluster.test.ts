@@ -1,9 +1,10 @@
-import { runConformance, serviceUrl } from "@switchyard/conformance";
+import { runConformance } from "@switchyard/conformance";
 import { Cluster } from "ioredis";
 import { afterAll } from "vitest";
-import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
+import { serviceUrl } from "../../../test/support/services.js";
+import { GLIDEMQ_CAPABILITIES, clusterNodes, createGlideMqBackend } from "../src/index.js";
 import { recordingQueues, removeQueues } from "./support/cleanup.js";
-import { clusterNodes, glideProbe } from "./support/probe.js";
+import { glideProbe } from "./support/probe.js";
 
 // The 3-primary Redis Cluster the test command starts on loopback: every key of a queue shares its
 // `{queue}` hash tag, so each script call runs on the one primary that owns the queue's slot.
@@ -18,7 +19,7 @@ afterAll(async () => {
 runConformance({
   name: "glidemq-valkey (cluster)",
   createBackend: async () => {
-    const backend = createGlideMqBackend({ cluster: { nodes } });
+    const backend = createGlideMqBackend({ url: `redis://${serviceUrl("redis-cluster")}`, cluster: true });
     await backend.ready();
     return recordingQueues(backend, used);
   },

@@ -1,6 +1,7 @@
-import { runConformance, serviceUrl } from "@switchyard/conformance";
+import { runConformance } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
 import { recordingQueues, removeQueues } from "./support/cleanup.js";
 import { glideProbe } from "./support/probe.js";
@@ -16,6 +17,8 @@ afterAll(async () => {
 
 runConformance({
   name: "glidemq-valkey (standalone)",
+  // Port 1 on loopback: nothing listens there, so every connection is refused.
+  createUnreachableBackend: () => createGlideMqBackend({ url: "redis://127.0.0.1:1", stalledRecovery: false }),
   createBackend: async () => {
     const backend = createGlideMqBackend({ url });
     await backend.ready();

@@ -25,7 +25,7 @@ describe("glidemq-valkey: the connection the Backend owns", () => {
       const backend = createGlideMqBackend({
         url: `redis://127.0.0.1:${port}`,
         // ioredis's own default strategy, counted: every call is one more reconnection attempt.
-        options: {
+        redisOptions: {
           retryStrategy: (times: number) => {
             connectAttempts++;
             return Math.min(times * 50, 2000);

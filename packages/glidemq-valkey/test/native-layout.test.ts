@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { serviceUrl } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import {
   GlideConsumer,
   GlideProducer,
@@ -243,7 +243,7 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
   it("reserve() recovers a job that a consumer without a lease abandoned: one stall counted, then handed out again", async () => {
     const q = queue();
     const k = queueKeys(q);
-    const recovering = createGlideMqBackend({ redis }, { stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
+    const recovering = createGlideMqBackend({ redis, stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
     await new GlideProducer(redis, q).add("lost", 1);
     const dead = new GlideConsumer(redis, q, { clock: () => Date.now() - 5000 });
     const [claimed] = await dead.reserve();
@@ -257,7 +257,7 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     await redis.hset(k.job(leased.job.id), "lastActive", String(Date.now() - 60_000));
     await new Promise((resolve) => setTimeout(resolve, 100));
     await recovering.close();
-    const second = createGlideMqBackend({ redis }, { stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
+    const second = createGlideMqBackend({ redis, stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
     expect(await second.reserve(q, { worker: "x" })).toEqual([]);
     expect((await second.get(q, leased.job.id))?.lease?.worker).toBe("w");
     await second.close();

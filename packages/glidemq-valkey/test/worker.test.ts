@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { eventually, serviceUrl } from "@switchyard/conformance";
+import { eventually } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { GlideConsumer, GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
 import { removeQueues } from "./support/cleanup.js";
 

@@ -17,19 +17,22 @@ import {
   type ListOptions,
   NotFoundError,
   type Page,
+  type QlessCommands,
+  type QlessReply,
   type ReserveOptions,
   UnsupportedError,
   ValidationError,
   backoffDelay,
   decodeCursor,
   encodeCursor,
+  guardBackend,
   normalizeEnqueueInput,
   runAtOf,
 } from "@switchyard/core";
 import { translateError } from "./errors.js";
 import { type SwitchyardDocument, type SwitchyardMeta, list, toCoreJob, toImportRecord } from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
-import { type QlessReply, callQless, formatNow, qlessScript } from "./script.js";
+import { QlessScriptError, callQless, formatNow, qlessScript } from "./script.js";
 
 let lastNow = 0;
 
@@ -74,7 +77,7 @@ function checkQueue(queue: string): string {
  * script's qless commands are also available as `qless(command, now, ...args)` for the gateway's
  * qless door and for anything that speaks qless.
  */
-export function createQlessBackend(options: QlessBackendOptions) {
+export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
   const { redis, ownsClient, failureGroup } = resolveOptions(options);
 
   async function call(command: string, ...args: (string | number)[]): Promise<QlessReply> {
@@ -157,9 +160,16 @@ export function createQlessBackend(options: QlessBackendOptions) {
     kind: "qless-redis",
     capabilities: QLESS_CAPABILITIES,
 
-    /** Runs any qless command (`put`, `pop`, `config.set`...) with qless's own reply shapes. */
-    qless(command: string, now: number | string, ...args: (string | number)[]): Promise<QlessReply> {
-      return callQless(redis, command, now, ...args);
+    /**
+     * Runs any qless command (`put`, `pop`, `config.set`...) with qless's own reply shapes; qless's
+     * refusals reject with QlessScriptError, store failures with the core's typed errors.
+     */
+    async qless(command: string, now: number | string, ...args: (string | number)[]): Promise<QlessReply> {
+      try {
+        return await callQless(redis, command, now, ...args);
+      } catch (error) {
+        throw error instanceof QlessScriptError ? error : translateError(error);
+      }
     },
 
     async ready() {
@@ -294,9 +304,10 @@ export function createQlessBackend(options: QlessBackendOptions) {
       }
       return { imported, skipped };
     },
-  } satisfies Backend & Record<string, unknown>;
+  } satisfies QlessBackend;
 
-  return backend;
+  return guardBackend("qless-redis", backend);
 }
 
-export type QlessBackend = ReturnType<typeof createQlessBackend>;
+/** The core Backend plus qless's command API, which the gateway's qless door discovers. */
+export interface QlessBackend extends Backend, QlessCommands {}

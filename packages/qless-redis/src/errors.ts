@@ -1,11 +1,11 @@
 import {
-  BackendUnavailableError,
   ConflictError,
   InvalidStateError,
   LeaseLostError,
   NotFoundError,
   type SwitchyardError,
   ValidationError,
+  toBackendError,
 } from "@switchyard/core";
 import { QlessScriptError } from "./script.js";
 
@@ -26,8 +26,5 @@ export function translateError(error: unknown): unknown {
     for (const [pattern, make] of RULES) if (pattern.test(error.message)) return make(message);
     return error;
   }
-  if (error instanceof Error && /ECONNREFUSED|ENOTFOUND|ETIMEDOUT|Connection is closed|max retries/i.test(error.message)) {
-    return new BackendUnavailableError(`qless-redis: ${error.message}`, { cause: error });
-  }
-  return error;
+  return toBackendError("qless-redis", error);
 }

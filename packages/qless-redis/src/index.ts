@@ -10,7 +10,6 @@ export {
 } from "./job-mapping.js";
 export type { QlessBackendOptions } from "./options.js";
 export {
-  type QlessReply,
   QlessScriptError,
   callQless,
   callQlessRaw,
@@ -19,3 +18,5 @@ export {
   qlessScript,
   qlessScriptSource,
 } from "./script.js";
+export type { QlessReply } from "@switchyard/core";
+export { qlessAdapter } from "./descriptor.js";

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { QlessCommandError, type QlessReply } from "@switchyard/core";
 import type { Redis } from "ioredis";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -31,16 +32,11 @@ export function qlessScript(): { source: string; sha: string } {
   return cached;
 }
 
-/** A reply as ioredis decodes it: bulk strings, integers, nil, and nested arrays of those. */
-export type QlessReply = string | number | null | QlessReply[];
-
 /** A script error with the message qless wrote (Redis's `ERR user_script:N:` wrapping removed). */
-export class QlessScriptError extends Error {
-  readonly command: string;
+export class QlessScriptError extends QlessCommandError {
   constructor(command: string, message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(command, message, options);
     this.name = "QlessScriptError";
-    this.command = command;
   }
 }
 

@@ -1,6 +1,7 @@
-import { runConformance, serviceUrl } from "@switchyard/conformance";
+import { runConformance } from "@switchyard/conformance";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { QLESS_CAPABILITIES, createQlessBackend } from "../src/index.js";
 
 // Redis database 1 is this suite's (see the test plan); queue names are random per test.
@@ -33,6 +34,8 @@ async function queueOf(jid: string): Promise<string | null> {
 
 runConformance({
   name: "qless-redis",
+  // Port 1 on loopback: nothing listens there, so every connection is refused.
+  createUnreachableBackend: () => createQlessBackend({ url: "redis://127.0.0.1:1/0" }),
   capabilities: QLESS_CAPABILITIES,
   createBackend: async () => {
     const backend = createQlessBackend({ url });

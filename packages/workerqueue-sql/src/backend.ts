@@ -20,6 +20,7 @@ import {
   decodeCursor,
   emptyCounts,
   encodeCursor,
+  guardBackend,
   parseOrThrow,
 } from "@switchyard/core";
 import { claimRows, releaseDueDelayed } from "./claim.js";
@@ -60,7 +61,7 @@ const isAfterCursor = (value: unknown): value is { after: number } =>
 
 /** A Backend over the Worker Queue `jobs` table (taf2/workq, rjqueue) on SQLite, PostgreSQL or MySQL/MariaDB. */
 export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Backend {
-  return new WorkerQueueBackend(options);
+  return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
 class WorkerQueueBackend implements Backend {

@@ -1,4 +1,4 @@
-import { BackendUnavailableError, ValidationError, isSwitchyardError } from "@switchyard/core";
+import { BackendUnavailableError, ValidationError, isConnectionError, isSwitchyardError } from "@switchyard/core";
 
 interface DriverError {
   code?: string;
@@ -62,13 +62,4 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, at
       throw error;
     }
   }
-}
-
-export function isConnectionError(error: unknown): boolean {
-  const e = error as DriverError;
-  return (
-    ["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENOTFOUND", "PROTOCOL_CONNECTION_LOST", "57P01", "SQLITE_CANTOPEN"].includes(
-      e?.code ?? "",
-    ) || /Knex: Timeout acquiring a connection|Cannot open database|unable to open database/.test(e?.message ?? "")
-  );
 }

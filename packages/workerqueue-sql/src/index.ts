@@ -2,3 +2,4 @@ export { createWorkerQueueBackend, WORKERQUEUE_CAPABILITIES } from "./backend.js
 export type { DataFormat, Dialect, WorkerQueueBackendOptions } from "./options.js";
 export { decodeData, encodeData } from "./encoding.js";
 export { DELAYED_LOCK, MYSQL_DELAYED_LOCK, STATUS, SY } from "./columns.js";
+export { workerQueueAdapter } from "./descriptor.js";

@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { ValidationError } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
 
@@ -76,9 +77,22 @@ function dialectOf(knex: Knex): Dialect {
   throw new ValidationError(`workerqueue-sql: unsupported knex client "${client}" (use better-sqlite3, pg or mysql2)`);
 }
 
+const resolveModule = createRequire(import.meta.url).resolve;
+
+/** The driver a URL needs is an optional peer dependency: say which one to install when it is missing. */
+function requireDriver(driver: "better-sqlite3" | "pg" | "mysql2", url: string): void {
+  try {
+    resolveModule(driver);
+  } catch {
+    const scheme = url.slice(0, url.indexOf(":") + 1);
+    throw new ValidationError(`workerqueue-sql: ${scheme} URLs need the ${driver} driver, which is not installed: npm install ${driver}`);
+  }
+}
+
 /** Creates a knex instance for a URL; drivers are loaded by knex lazily, so only the one used must be installed. */
 export function knexFromUrl(url: string): Knex {
   if (url.startsWith("sqlite:")) {
+    requireDriver("better-sqlite3", url);
     const filename = url.slice("sqlite:".length).replace(/^\/\//, "") || ":memory:";
     return knexFactory({
       client: "better-sqlite3",
@@ -94,8 +108,12 @@ export function knexFromUrl(url: string): Knex {
       },
     });
   }
-  if (/^postgres(ql)?:\/\//.test(url)) return knexFactory({ client: "pg", connection: url, pool: { min: 0, max: 10 } });
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    requireDriver("pg", url);
+    return knexFactory({ client: "pg", connection: url, pool: { min: 0, max: 10 } });
+  }
   if (/^(mysql|mariadb):\/\//.test(url)) {
+    requireDriver("mysql2", url);
     return knexFactory({
       client: "mysql2",
       connection: { uri: url.replace(/^mariadb:/, "mysql:"), supportBigNumbers: true, charset: "utf8mb4" } as Knex.MySql2ConnectionConfig,

@@ -1,6 +1,6 @@
+import { isConnectionError } from "@switchyard/core";
 import type { Knex } from "knex";
 import { ACTIVE_STATUSES, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
-import { isConnectionError } from "./db-errors.js";
 import type { Store } from "./options.js";
 
 type ColumnAdder = (table: Knex.CreateTableBuilder) => void;

@@ -2,10 +2,10 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { serviceUrl } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
 import { afterAll } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { type Dialect, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { knexFromUrl } from "../src/options.js";
 

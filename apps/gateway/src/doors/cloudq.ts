@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import {
+  type AdapterDescriptor,
   type Backend,
   type EnqueueInput,
   InvalidStateError,
@@ -56,9 +57,9 @@ export function publishInput(body: unknown): EnqueueInput {
 }
 
 /** The GET answer: the job's fields at the top level as the real servers send them, and the protocol text's `job` wrapper. */
-export function reservedBody(job: Job): Record<string, unknown> {
+export function reservedBody(job: Job, adapters: readonly AdapterDescriptor[]): Record<string, unknown> {
   const args = Array.isArray(job.data) ? job.data : [job.data];
-  const extras = Object.fromEntries(Object.entries(producerExtras(job.native)).filter(([key]) => !RESERVED_KEYS.has(key)));
+  const extras = Object.fromEntries(Object.entries(producerExtras(job.native, adapters)).filter(([key]) => !RESERVED_KEYS.has(key)));
   return { ...extras, klass: job.name, args, id: job.id, job: { klass: job.name, args, id: job.id } };
 }
 
@@ -126,10 +127,12 @@ export interface CloudqDoorOptions {
   config: CloudqDoorConfig;
   /** Where TOKEN and SECRET are read when the config leaves them null. */
   env: Record<string, string | undefined>;
+  /** Whose native keys are the adapters' own, not a producer's extras to hand back. */
+  adapters: readonly AdapterDescriptor[];
 }
 
 /** The Cloudq door (spec §1, §4.4): POST/PUT publish, GET reserve, DELETE finish, GET /stats. */
-export function createCloudqDoor(router: QueueRouter, { config, env }: CloudqDoorOptions): Hono<GatewayEnv> {
+export function createCloudqDoor(router: QueueRouter, { config, env, adapters }: CloudqDoorOptions): Hono<GatewayEnv> {
   const door = new Hono<GatewayEnv>();
   const cloudq = errorFormat("cloudq");
   const auth = basicAuth(config.token ?? env.TOKEN ?? null, config.secret ?? env.SECRET ?? null);
@@ -160,7 +163,7 @@ export function createCloudqDoor(router: QueueRouter, { config, env }: CloudqDoo
     const backend = router.backendFor(queue);
     const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
     const job = await waitFor(reserve, config.longPollMs, c.req.raw.signal);
-    return c.json(job ? reservedBody(job) : { status: "empty" });
+    return c.json(job ? reservedBody(job, adapters) : { status: "empty" });
   });
 
   door.delete("/:queue/:id", cloudq, auth, async (c) => {

@@ -1,5 +1,13 @@
-import { type Backend, ConflictError, type EnqueueInput, type Job, type JobState, type Json, UnsupportedError } from "@switchyard/core";
-import { QlessScriptError } from "@switchyard/qless-redis";
+import {
+  type Backend,
+  ConflictError,
+  type EnqueueInput,
+  type Job,
+  type JobState,
+  type Json,
+  QlessCommandError,
+  UnsupportedError,
+} from "@switchyard/core";
 
 /**
  * The qless core subset on a backend that is not qless-redis: each command becomes core operations
@@ -29,8 +37,8 @@ const QLESS_STATE: Record<JobState, string> = {
 const luaList = (items: string[]): string[] | Record<string, never> => (items.length > 0 ? items : {});
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
-function qlessError(command: string, message: string): QlessScriptError {
-  return new QlessScriptError(command, message);
+function qlessError(command: string, message: string): QlessCommandError {
+  return new QlessCommandError(command, message);
 }
 
 function required(command: string, func: string, args: QlessArgs, index: number, name: string): string {

@@ -1,5 +1,4 @@
-import { type Backend, ValidationError, parseOrThrow } from "@switchyard/core";
-import { type QlessBackend, QlessScriptError, translateError } from "@switchyard/qless-redis";
+import { type Backend, QlessCommandError, type QlessCommands, ValidationError, hasQlessCommands, parseOrThrow } from "@switchyard/core";
 import { Hono } from "hono";
 import { z } from "zod";
 import type { NamedBackend } from "../backends.js";
@@ -70,12 +69,11 @@ export function shapeReply(command: string, args: QlessArgs, reply: unknown): un
   return json ? JSON.parse(reply) : reply;
 }
 
-function asQless(backend: Backend): QlessBackend | undefined {
-  const candidate = backend as Partial<QlessBackend>;
-  return backend.kind === "qless-redis" && typeof candidate.qless === "function" ? (candidate as QlessBackend) : undefined;
+function asQless(backend: Backend): QlessCommands | undefined {
+  return hasQlessCommands(backend) ? backend : undefined;
 }
 
-type Target = { qless: QlessBackend } | { backend: Backend; queue: string };
+type Target = { qless: QlessCommands } | { backend: Backend; queue: string };
 
 /**
  * Picks where a command runs: the backend of the queue it names (all named queues must share
@@ -134,8 +132,8 @@ export function createQlessDoor(router: QueueRouter, backends: Map<string, Named
       }
       return c.json({ reply: await runTranslated(target.backend, target.queue, command, body.args) });
     } catch (error) {
-      if (error instanceof QlessScriptError) return c.json(qlessErrorBody(error.message), 400);
-      throw "qless" in target ? translateError(error) : error;
+      if (error instanceof QlessCommandError) return c.json(qlessErrorBody(error.message), 400);
+      throw error;
     }
   });
 

@@ -23,6 +23,34 @@ export function uniquenessSuite(options: ConformanceOptions): void {
       expect(await ctx.probe.countJobs(queue)).toBe(2);
     });
 
+    // The rule every adapter keeps: a unique key is held while its job is unfinished (waiting,
+    // delayed, active, blocked, or failed with a retry to come) and let go when the job finishes.
+    it("a unique key is held while its job is retried: an enqueue between two attempts returns the job", async () => {
+      const queue = ctx.queue();
+      const { job } = await ctx.backend.enqueue(queue, { name: "charge", uniqueKey: "order-9", maxAttempts: 3 });
+      await reserveOne(ctx, queue, "w");
+      await ctx.backend.fail(queue, job.id, { worker: "w", error: { message: "try again" } });
+      const again = await ctx.backend.enqueue(queue, { name: "charge", uniqueKey: "order-9" });
+      expect(again).toMatchObject({ created: false, job: { id: job.id } });
+    });
+
+    for (const finish of ["complete", "fail for good", "cancel"] as const) {
+      it(`a unique key is let go when its job finishes (${finish}): the next enqueue with it creates a new job`, async () => {
+        const queue = ctx.queue();
+        const { job } = await ctx.backend.enqueue(queue, { name: "charge", uniqueKey: "order-3" });
+        if (finish === "cancel") await ctx.backend.cancel(queue, job.id);
+        else {
+          await reserveOne(ctx, queue, "w");
+          if (finish === "complete") await ctx.backend.complete(queue, job.id, { worker: "w" });
+          else await ctx.backend.fail(queue, job.id, { worker: "w", error: { message: "no" }, retry: false });
+        }
+        const next = await ctx.backend.enqueue(queue, { name: "charge", uniqueKey: "order-3" });
+        expect(next.created).toBe(true);
+        expect(next.job.id).not.toBe(job.id);
+        expect(next.job.state).toBe("waiting");
+      });
+    }
+
     it("concurrent enqueues with one unique key agree on a single job", async () => {
       const queue = ctx.queue();
       const results = await Promise.all(Array.from({ length: 8 }, () => ctx.backend.enqueue(queue, { name: "race", uniqueKey: "same" })));
@@ -57,6 +85,21 @@ export function cancelSuite(options: ConformanceOptions): void {
         code: expect.stringMatching(/^(NOT_FOUND|LEASE_LOST|INVALID_STATE)$/),
       });
     });
+
+    for (const finish of ["completed", "failed"] as const) {
+      it(`cancel() of a ${finish} job is an InvalidStateError (NotFoundError where it is gone) and changes nothing`, async () => {
+        const queue = ctx.queue();
+        const { job } = await ctx.backend.enqueue(queue, { name: "done" });
+        await reserveOne(ctx, queue, "w");
+        if (finish === "completed") await ctx.backend.complete(queue, job.id, { worker: "w" });
+        else await ctx.backend.fail(queue, job.id, { worker: "w", error: { message: "no" }, retry: false });
+        const before = await ctx.backend.get(queue, job.id);
+        // A backend that keeps no completed jobs has nothing left to cancel.
+        const refusal = before === null ? "NOT_FOUND" : "INVALID_STATE";
+        await expect(ctx.backend.cancel(queue, job.id)).rejects.toMatchObject({ code: refusal });
+        expect(await ctx.backend.get(queue, job.id)).toEqual(before);
+      });
+    }
 
     it("cancel() of an unknown job is a NotFoundError", async () => {
       await expect(ctx.backend.cancel(ctx.queue(), "404404404")).rejects.toMatchObject({ code: "NOT_FOUND" });

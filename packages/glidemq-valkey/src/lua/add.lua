@@ -5,7 +5,7 @@
 --       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce),
 --       dependsOnJson ('' = none: a JSON array of job ids of this queue)
 -- Returns per job {'created', id} | {'skipped', existingId} | {'duplicate', id}, or {{'missing', depId}}
--- (and writes nothing) when a dependency does not exist.
+-- (and writes nothing) when a dependency neither exists nor is an earlier job of the batch.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local dedupKey = KEYS[7]
 
@@ -36,13 +36,17 @@ local function dedupBlocks(a)
 end
 
 local PER_JOB = 16
+-- A dependency must exist already or be an earlier job of this batch (by its custom id), as it
+-- would for the same jobs added one by one.
+local earlierIds = {}
 for offset = 0, #ARGV - 1, PER_JOB do
   local depsJson = ARGV[offset + 16]
   if depsJson and depsJson ~= '' then
     for _, depId in ipairs(cjson.decode(depsJson)) do
-      if redis.call('EXISTS', prefix .. 'job:' .. depId) == 0 then return {{'missing', depId}} end
+      if not earlierIds[depId] and redis.call('EXISTS', prefix .. 'job:' .. depId) == 0 then return {{'missing', depId}} end
     end
   end
+  if ARGV[offset + 9] ~= '' then earlierIds[ARGV[offset + 9]] = true end
 end
 
 local results = {}

@@ -35,10 +35,3 @@ export function glideProbe(client: Redis | Cluster): Probe {
     },
   };
 }
-
-export function clusterNodes(list: string): Array<{ host: string; port: number }> {
-  return list.split(",").map((node) => {
-    const [host, port] = node.trim().split(":");
-    return { host: host ?? "127.0.0.1", port: Number(port) };
-  });
-}

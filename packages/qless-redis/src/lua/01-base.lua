@@ -242,8 +242,9 @@ local function home_queue(jid)
   return ''
 end
 
--- Unique keys: the hash ql:sy:unique:<queue> maps a key to the jid that took it, for as long as
--- that job stays in that queue (a completed job still answers a retry until qless prunes it).
+-- Unique keys: the hash ql:sy:unique:<queue> maps a key to the jid that took it. The key is held
+-- while that job is unfinished and in that queue (see unique_holder); the entry of a finished job
+-- is replaced by the next enqueue with the key, or removed when the job leaves the queue.
 local function unique_hash(queue)
   return 'ql:sy:unique:' .. queue
 end

@@ -15,15 +15,20 @@ local function acting_worker(jid, worker)
   return redis.call('hget', job_key(jid), 'worker') or ''
 end
 
--- The jid holding the unique key in this queue, or nil. An entry whose job is gone or no longer
--- in this queue (a qless worker moved it on with `complete ... next`, or re-put it elsewhere) is
--- stale: the key is free, and the next job with it takes it over.
+-- The jid holding the unique key in this queue, or nil. A key is held while its job is unfinished:
+-- an entry whose job is gone, finished (complete, or failed for good) or no longer in this queue
+-- (a qless worker moved it on with `complete ... next`, or re-put it elsewhere) is stale, and the
+-- next job with the key takes it over.
 local function unique_holder(queue, unique)
   local holder = redis.call('hget', unique_hash(queue), unique)
-  if holder and in_queue(holder, queue) then
-    return holder
+  if not holder or not in_queue(holder, queue) then
+    return nil
   end
-  return nil
+  local state = redis.call('hget', job_key(holder), 'state')
+  if state == 'complete' or state == 'failed' then
+    return nil
+  end
+  return holder
 end
 
 -- Enqueues a batch, all or nothing. `items` is a JSON array of

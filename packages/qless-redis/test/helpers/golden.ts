@@ -1,7 +1,8 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import type { QlessReply } from "@switchyard/core";
 import type { Redis } from "ioredis";
-import { type QlessReply, callQlessRaw } from "../../src/script.js";
+import { callQlessRaw } from "../../src/script.js";
 import { type DumpedKey, dumpKeys } from "./key-dump.js";
 
 /** The traces recorded from the real qless-core script on Redis 7.0.15 (see their README). */

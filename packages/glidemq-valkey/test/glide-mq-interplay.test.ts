@@ -1,22 +1,22 @@
 import { randomBytes } from "node:crypto";
 import { type Socket, connect, createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { serviceUrl } from "@switchyard/conformance";
 import { BackendUnavailableError, type Job } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { GlideConsumer } from "../src/consumer.js";
 import { createGlideMqBackend } from "../src/index.js";
 import { PRIORITY_SHIFT, queueKeys } from "../src/keys.js";
 import { jobCounts } from "../src/queue-admin.js";
 import { removeQueues } from "./support/cleanup.js";
 
-/** Rules a review found broken; db 4 (glide-mq conformance), random queue names, keys removed after. */
+/** Where Switchyard leases, attempts, export and counts meet glide-mq's own workers and layout; db 4, random queue names, keys removed after. */
 const url = `${serviceUrl("redis")}/4`;
 const probe = new Redis(url);
 const used = new Set<string>();
 const newQueue = () => {
-  const name = `review-${randomBytes(4).toString("hex")}`;
+  const name = `interplay-${randomBytes(4).toString("hex")}`;
   used.add(name);
   return name;
 };
@@ -40,7 +40,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
   for (const priority of [0, 5]) {
     const source = priority === 0 ? "stream" : "priority list";
     it(`a ${source} job requeued by glide-mq's stalled recovery loses its lease fields, and is recovered once a glide-mq worker that claimed it dies`, async () => {
-      const backend = createGlideMqBackend({ url }, { stalledRecovery: FAST_RECOVERY });
+      const backend = createGlideMqBackend({ url, stalledRecovery: FAST_RECOVERY });
       const client = new Redis(url);
       try {
         await backend.ready();
@@ -73,7 +73,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
   }
 
   it("a job a glide-mq worker re-activated (new processedOn, old sy* fields left) is not shown as Switchyard-leased and is recovered when it stalls", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: FAST_RECOVERY });
+    const backend = createGlideMqBackend({ url, stalledRecovery: FAST_RECOVERY });
     try {
       await backend.ready();
       const queue = newQueue();
@@ -96,7 +96,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
 
 describe("glidemq-valkey: maxAttempts bounds the handouts, expired leases included", () => {
   it("a job whose first lease ran out and whose second run fails is failed for good at maxAttempts 2, never handed out a third time", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const backend = createGlideMqBackend({ url, stalledRecovery: false });
     try {
       await backend.ready();
       const queue = newQueue();
@@ -122,7 +122,7 @@ describe("glidemq-valkey: maxAttempts bounds the handouts, expired leases includ
     try {
       const queue = newQueue();
       const keys = queueKeys(queue);
-      const backend = createGlideMqBackend({ redis: client }, { stalledRecovery: false });
+      const backend = createGlideMqBackend({ redis: client, stalledRecovery: false });
       const { job } = await backend.enqueue(queue, { name: "a", data: 1, maxAttempts: 2 });
       await probe.hset(keys.job(job.id), "stalledCount", "1");
       const glide = new GlideConsumer(client, queue);
@@ -155,7 +155,7 @@ async function exportAllPages(
 
 describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
   it("a job that a glide-mq worker's promotion moves from `scheduled` to the priority list between two pages is still exported", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const backend = createGlideMqBackend({ url, stalledRecovery: false });
     const client = new Redis(url);
     try {
       await backend.ready();
@@ -176,7 +176,7 @@ describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
   });
 
   it("pages hold at most `limit` jobs, never one id twice, and together every job of the queue (and no other key)", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const backend = createGlideMqBackend({ url, stalledRecovery: false });
     try {
       await backend.ready();
       const queue = newQueue();
@@ -201,7 +201,7 @@ describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
   });
 
   it("an active job a glide-mq consumer claimed from the priority list (in no Switchyard index) is exported", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const backend = createGlideMqBackend({ url, stalledRecovery: false });
     const client = new Redis(url);
     try {
       await backend.ready();
@@ -233,10 +233,11 @@ describe("glidemq-valkey: a connection lost after ready() is a typed error on ev
     });
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
     const port = (proxy.address() as { port: number }).port;
-    const backend = createGlideMqBackend(
-      { url: `redis://127.0.0.1:${port}/4`, options: { maxRetriesPerRequest: 0, retryStrategy: () => null } },
-      { stalledRecovery: false },
-    );
+    const backend = createGlideMqBackend({
+      url: `redis://127.0.0.1:${port}/4`,
+      redisOptions: { maxRetriesPerRequest: 0, retryStrategy: () => null },
+      stalledRecovery: false,
+    });
     try {
       await backend.ready();
       const queue = newQueue();
@@ -273,7 +274,7 @@ describe("glidemq-valkey: a connection lost after ready() is a typed error on ev
 
 describe("glidemq-valkey: counts() agree with get() and list()", () => {
   it("a prioritized job (in `scheduled` at exactly its band's score) counts as waiting, a delayed one as delayed; glide-mq's jobCounts still say delayed", async () => {
-    const backend = createGlideMqBackend({ url }, { stalledRecovery: false });
+    const backend = createGlideMqBackend({ url, stalledRecovery: false });
     try {
       await backend.ready();
       const queue = newQueue();

@@ -3,9 +3,9 @@ import { describe, expect, it } from "vitest";
 import { createWorkerQueueBackend } from "../src/index.js";
 import { DIALECTS, legacyDdl, randomTable, rjqueueDdl, useDialectTable } from "./dialects.js";
 
-/** Rules found by review: each failed before its fix. */
+/** What the SQL dialects and legacy table layouts need beyond the contract: bindings, claim indexes, refused values, legacy markers. */
 for (const dialect of DIALECTS) {
-  describe(`workerqueue-sql (${dialect}): review fixes`, () => {
+  describe(`workerqueue-sql (${dialect}): dialect and legacy-table rules`, () => {
     const { url, table, db, open, row, queue: nextQueue } = useDialectTable(dialect, "wq_rv");
     const queue = () => nextQueue("rv");
 
@@ -76,35 +76,6 @@ for (const dialect of DIALECTS) {
         await db.schema.dropTableIfExists(legacy);
         await db.schema.dropTableIfExists(`${legacy}_paused_queues`);
       }
-    });
-
-    it("reserve hands out an expired lease before a waiting job of higher priority", async () => {
-      const wq = await open();
-      const q = queue();
-      const { job: a } = await wq.enqueue(q, { name: "a", priority: 5 });
-      expect((await wq.reserve(q, { worker: "first", leaseMs: 50 }))[0]?.id).toBe(a.id);
-      const { job: b } = await wq.enqueue(q, { name: "b", priority: 10 });
-      await new Promise((resolve) => setTimeout(resolve, 120));
-      const [next] = await wq.reserve(q, { worker: "second" });
-      expect(next?.id).toBe(a.id);
-      expect(next?.attempts).toBe(2);
-      expect((await row(b.id)).status).toBe("pending");
-      const both = await wq.reserve(q, { worker: "third", count: 2, leaseMs: 50 });
-      expect(both.map((job) => job.id)).toEqual([b.id]);
-      await new Promise((resolve) => setTimeout(resolve, 120));
-      const { job: c } = await wq.enqueue(q, { name: "c", priority: 20 });
-      // In one answer too: the expired lease (priority 10) comes before the waiting job (priority 20).
-      expect((await wq.reserve(q, { worker: "fourth", count: 3 })).map((job) => job.id)).toEqual([b.id, c.id]);
-      // And when the expired job has the lower priority and the higher id: still first.
-      const q2 = queue();
-      const { job: w } = await wq.enqueue(q2, { name: "w", delay: 60_000 });
-      const { job: x } = await wq.enqueue(q2, { name: "x" });
-      expect((await wq.reserve(q2, { worker: "fifth", leaseMs: 50 }))[0]?.id).toBe(x.id);
-      await db(table)
-        .where("id", Number(w.id))
-        .update({ sy_run_at: Date.now() - 1, sy_priority: 10 });
-      await new Promise((resolve) => setTimeout(resolve, 120));
-      expect((await wq.reserve(q2, { worker: "sixth", count: 2 })).map((job) => job.id)).toEqual([x.id, w.id]);
     });
 
     it("a unique key is free again once its job finished (complete, fail for good, cancel); the finished row keeps it as its record", async () => {

@@ -1,0 +1,6 @@
+/** Where a command writes and what environment it reads; tests pass their own. */
+export interface CliIo {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  env: Record<string, string | undefined>;
+}

@@ -1,0 +1,24 @@
+import { defineAdapter } from "@switchyard/core";
+import { z } from "zod";
+import { createWorkerQueueBackend } from "./backend.js";
+import { NATIVE_KEY } from "./row.js";
+
+/**
+ * `workerqueue-sql` in a gateway configuration: `url` is `sqlite:<path>`, `postgres://...` or
+ * `mysql://...` (MariaDB too).
+ */
+export const workerQueueAdapter = defineAdapter({
+  type: "workerqueue-sql",
+  optionsSchema: z.strictObject({
+    url: z.string().regex(/^(sqlite:|postgres(ql)?:\/\/|mysql:\/\/|mariadb:\/\/)/, "a sqlite:, postgres:// or mysql:// URL"),
+    table: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]{0,39}$/, "a SQL identifier of at most 40 characters")
+      .optional(),
+    dataFormat: z.enum(["json", "yaml"]).optional(),
+    defaultQueue: z.string().min(1).optional(),
+    createSchema: z.boolean().optional(),
+  }),
+  create: (options) => createWorkerQueueBackend(options),
+  nativeKey: NATIVE_KEY,
+});
