@@ -1,28 +1,20 @@
 import { realpathSync } from "node:fs";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
+import type { AdapterDescriptor } from "@switchyard/core";
+import { Command, CommanderError } from "commander";
+import { ADAPTERS } from "./adapters.js";
 import { redactUrl } from "./backends.js";
 import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { MigrateError, runMigrateCommand } from "./migrate-command.js";
+import { MIGRATE_NOTES, MigrateError, runMigrateCommand } from "./migrate-command.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
 
-const HELP = `switchyard: a job-queue gateway speaking Cloudq and a native REST API onto your queue stores
+const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
-Usage:
-  switchyard serve [--port 8080] [--host 0.0.0.0] [--config switchyard.yaml]
-  switchyard migrate --config <file> --from <backend> --to <backend> --queue <q> [...]
-                       copy a queue between backends (switchyard migrate --help)
-  switchyard --help
-
-Options:
-  -p, --port <n>       port to listen on (env PORT; default ${DEFAULT_PORT})
-  -H, --host <addr>    address to bind (env HOST; default ${DEFAULT_HOST})
-  -c, --config <path>  YAML or JSON configuration (env SWITCHYARD_CONFIG); without one,
-                       ./switchyard.sqlite serves every queue
-  -h, --help           show this text
-
-Routes: /v1 (native REST), /openapi.json, /docs, /health, /cloudq (Cloudq protocol).
+const DOORS = `
+Doors: /v1 (native REST; described at /openapi.json and /docs), /cloudq (the Cloudq protocol),
+/qless (qless's command API as JSON over HTTP); /health checks every backend.
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and closes the backends.
 `;
 
@@ -34,41 +26,81 @@ function parsePort(value: string): number {
   return port;
 }
 
-/**
- * Parses the command line and runs the command: `serve` resolves with the running server, `migrate`
- * and --help with undefined once done. A failed command rejects with a message for the user.
- */
-export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<RunningServer | undefined> {
-  if (argv[0] === "migrate") {
-    await runMigrateCommand(argv.slice(1), io);
-    return undefined;
-  }
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      port: { type: "string", short: "p" },
-      host: { type: "string", short: "H" },
-      config: { type: "string", short: "c" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  const command = positionals[0];
-  if (values.help || command === undefined || command === "help") {
-    io.out(HELP);
-    return undefined;
-  }
-  if (command !== "serve" || positionals.length > 1) throw new ConfigError(`unknown command "${positionals.join(" ")}"; try --help`);
-
-  const configPath = values.config ?? io.env.SWITCHYARD_CONFIG;
-  const config = await loadConfig(configPath);
-  const port = parsePort(values.port ?? io.env.PORT ?? String(DEFAULT_PORT));
-  const host = values.host ?? io.env.HOST ?? DEFAULT_HOST;
-  const server = await startServer({ config, port, host, env: io.env });
-
+async function serve(options: { port?: string; host?: string; config?: string }, io: CliIo, adapters: readonly AdapterDescriptor[]) {
+  const configPath = options.config ?? io.env.SWITCHYARD_CONFIG;
+  const config = await loadConfig(configPath, adapters);
+  const port = parsePort(options.port ?? io.env.PORT ?? String(DEFAULT_PORT));
+  const host = options.host ?? io.env.HOST ?? DEFAULT_HOST;
+  const server = await startServer({ config, port, host, env: io.env, adapters });
   const backends = Object.entries(config.backends).map(([name, spec]) => `${name}=${spec.type} ${redactUrl(spec.url)}`);
   io.out(`switchyard listening on ${server.url} (config: ${configPath ?? "built-in default"}; backends: ${backends.join(", ")})\n`);
   return server;
+}
+
+/** The command line: every command and option is declared once, and --help is generated from it. */
+function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (server: RunningServer | undefined) => void): Command {
+  const cli = new Command("switchyard")
+    .description("A job-queue gateway: Cloudq, qless and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.")
+    .version(version, "-v, --version")
+    .addHelpText("after", DOORS)
+    .configureOutput({ writeOut: io.out, writeErr: io.err, outputError: () => undefined })
+    .exitOverride();
+  cli
+    .command("serve")
+    .description("start the gateway (without a config file, ./switchyard.sqlite serves every queue)")
+    .option("-p, --port <n>", `port to listen on (env PORT; default ${DEFAULT_PORT})`)
+    .option("-H, --host <addr>", `address to bind (env HOST; default ${DEFAULT_HOST})`)
+    .option("-c, --config <path>", "YAML or JSON configuration (env SWITCHYARD_CONFIG)")
+    .addHelpText("after", DOORS)
+    .action(async (options) => done(await serve(options, io, adapters)));
+  cli
+    .command("migrate")
+    .description("copy one queue, every job in every state, from one configured backend to another")
+    .option("-c, --config <path>", "YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)")
+    .option("--from <backend>", "the backend to read from (a name under `backends:`)")
+    .option("--to <backend>", "the backend to write to")
+    .option("--queue <q>", "the queue to copy")
+    .option("--target-queue <q2>", "the queue's name on the target (default: the same name)")
+    .option("--batch-size <n>", "jobs per page (default 500)")
+    .option("--resume <cursor>", "continue after an interruption, from the cursor the last progress line printed")
+    .addHelpText("after", MIGRATE_NOTES)
+    .action(async (options) => {
+      await runMigrateCommand(options, io, adapters);
+      done(undefined);
+    });
+  return cli;
+}
+
+/** Commander's ways of finishing without an error: --help and --version printed what was asked. */
+const FINISHED = new Set(["commander.helpDisplayed", "commander.help", "commander.version"]);
+
+/**
+ * Parses the command line and runs the command: `serve` resolves with the running server, `migrate`,
+ * --help and --version with undefined once done. A failed command rejects with a message for the user.
+ */
+export async function runCli(
+  argv: string[],
+  io: CliIo = defaultIo,
+  adapters: readonly AdapterDescriptor[] = ADAPTERS,
+): Promise<RunningServer | undefined> {
+  let result: RunningServer | undefined;
+  const cli = program(io, adapters, (server) => {
+    result = server;
+  });
+  if (argv.length === 0) {
+    io.out(cli.helpInformation());
+    return undefined;
+  }
+  try {
+    await cli.parseAsync(argv, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (FINISHED.has(error.code)) return undefined;
+      throw new ConfigError(`${error.message.replace(/^error: /, "")}; try switchyard --help`);
+    }
+    throw error;
+  }
+  return result;
 }
 
 /** Exits once what was written to stdout and stderr has reached them (pipes are asynchronous on some systems). */
@@ -86,10 +118,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   try {
     server = await runCli(argv);
   } catch (error) {
-    const message =
-      error instanceof ConfigError || error instanceof MigrateError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")
-        ? (error as Error).message
-        : String(error);
+    const message = error instanceof ConfigError || error instanceof MigrateError ? error.message : String(error);
     process.stderr.write(`switchyard: ${message}\n`);
     await exitWhenFlushed(1);
     return;

@@ -1,31 +1,27 @@
-import { parseArgs } from "node:util";
 import { type AdapterDescriptor, type MigrationProgress, type MigrationReport, migrateQueue } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
 import { closeBackends, openBackends } from "./backends.js";
 import type { CliIo } from "./cli-io.js";
 import { type Config, loadConfig } from "./config.js";
 
-export const MIGRATE_HELP = `switchyard migrate: copy one queue, every job in every state, from one configured backend to another
-
-Usage:
-  switchyard migrate --config <file> --from <backend> --to <backend> --queue <q>
-                     [--target-queue <q2>] [--batch-size <n>] [--resume <cursor>]
-
-Options:
-  -c, --config <path>      YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)
-  --from <backend>         the backend to read from (a name under \`backends:\`)
-  --to <backend>           the backend to write to
-  --queue <q>              the queue to copy
-  --target-queue <q2>      the queue's name on the target (default: the same name)
-  --batch-size <n>         jobs per page (default 500)
-  --resume <cursor>        continue after an interruption, from the cursor the last progress line printed
-  -h, --help               show this text
-
+/** What `switchyard migrate` prints after its options in --help. */
+export const MIGRATE_NOTES = `
 Ids, attempts, timestamps and native fields travel with the jobs; active jobs arrive waiting. Jobs the
 target already holds are skipped, so running the same command again is safe. A progress line per page
 goes to stderr, the final report (JSON) to stdout. Exit code 1 when a backend is unreachable, the
 migration stops, or a job read from the source is missing from the target.
 `;
+
+/** The options of `switchyard migrate`, as the command line gives them. */
+export interface MigrateCommandOptions {
+  config?: string;
+  from?: string;
+  to?: string;
+  queue?: string;
+  targetQueue?: string;
+  batchSize?: string;
+  resume?: string;
+}
 
 /** A migration that could not finish or did not verify; the message says what to do next. */
 export class MigrateError extends Error {
@@ -71,35 +67,18 @@ function progressLine(progress: MigrationProgress, total: number): string {
 
 /**
  * `switchyard migrate`: opens only the two named backends, copies the queue page by page, prints
- * progress to stderr and the report to stdout. Resolves with the report (undefined for --help);
- * rejects with MigrateError (or the ConfigError of a bad or unreachable backend) for exit code 1.
+ * progress to stderr and the report to stdout. Resolves with the report; rejects with MigrateError
+ * (or the ConfigError of a bad or unreachable backend) for exit code 1.
  */
 export async function runMigrateCommand(
-  argv: string[],
+  values: MigrateCommandOptions,
   io: CliIo,
   adapters: readonly AdapterDescriptor[] = ADAPTERS,
-): Promise<MigrateCommandReport | undefined> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: "string", short: "c" },
-      from: { type: "string" },
-      to: { type: "string" },
-      queue: { type: "string" },
-      "target-queue": { type: "string" },
-      "batch-size": { type: "string" },
-      resume: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) {
-    io.out(MIGRATE_HELP);
-    return undefined;
-  }
+): Promise<MigrateCommandReport> {
   const { from, to, queue } = values;
   if (!from || !to || !queue) throw new MigrateError("--from, --to and --queue are required; try switchyard migrate --help");
-  const targetQueue = values["target-queue"] ?? queue;
-  const batchSize = parseBatchSize(values["batch-size"]);
+  const targetQueue = values.targetQueue ?? queue;
+  const batchSize = parseBatchSize(values.batchSize);
   if (from === to && targetQueue === queue)
     throw new MigrateError(`--from and --to are both "${from}": give a --target-queue to copy within one backend`);
 

@@ -9,7 +9,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADAPTERS } from "../src/adapters.js";
 import { runCli } from "../src/cli.js";
-import { MigrateError, runMigrateCommand } from "../src/migrate-command.js";
+import { MigrateError } from "../src/migrate-command.js";
 import { CLI_FROM_SOURCE } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-migrate-cli-"));
@@ -174,7 +174,7 @@ describe("switchyard migrate", () => {
       return backend;
     });
     const { io, output } = capture();
-    const run = runMigrateCommand(["-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, adapters);
+    const run = runCli(["migrate", "-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, adapters);
     await expect(run).rejects.toThrow(MigrateError);
     await expect(run).rejects.toThrow(/1 job\(s\) read from old are missing from lossy after the migration: 1$/);
     expect(JSON.parse(output.out)).toMatchObject({ read: 5, missing: ["1"] });
@@ -209,14 +209,14 @@ describe("switchyard migrate", () => {
       return backend;
     });
     const args = ["-c", config, "--from", "old", "--to", "flaky", "--queue", QUEUE, "--batch-size", "2"];
-    const stopped = await runMigrateCommand(args, capture().io, adapters).catch((error: Error) => error);
+    const stopped = await runCli(["migrate", ...args], capture().io, adapters).catch((error: Error) => error);
     expect(stopped).toBeInstanceOf(MigrateError);
     const message = (stopped as Error).message;
     expect(message).toMatch(/stopped after 2 job\(s\): connection reset; resume with --resume \S+$/);
     expect(rowsOf("flaky.sqlite", QUEUE)).toHaveLength(2);
 
     const { io, output } = capture();
-    await runMigrateCommand([...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, adapters);
+    await runCli(["migrate", ...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, adapters);
     expect(JSON.parse(output.out)).toMatchObject({ read: 3, imported: 3, skipped: 0, missing: [] });
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
   });

@@ -74,7 +74,30 @@ describe("CLI", () => {
       env: {},
     });
     expect(server).toBeUndefined();
-    expect(out).toContain("switchyard serve [--port 8080] [--host 0.0.0.0] [--config");
+    expect(out).toContain("Usage: switchyard [options] [command]");
+    for (const command of ["serve", "migrate"]) expect(out).toMatch(new RegExp(`^  ${command} `, "m"));
+    for (const door of ["/v1", "/cloudq", "/qless"]) expect(out).toContain(door);
+  });
+
+  it("prints every option of a command for `<command> --help`, and the version for --version", async () => {
+    let out = "";
+    const io = { out: (t: string) => void (out += t), err: () => undefined, env: {} };
+    expect(await runCli(["serve", "--help"], io)).toBeUndefined();
+    for (const option of ["--port <n>", "--host <addr>", "--config <path>"]) expect(out).toContain(option);
+    out = "";
+    await runCli(["migrate", "--help"], io);
+    for (const option of [
+      "--from <backend>",
+      "--to <backend>",
+      "--queue <q>",
+      "--target-queue <q2>",
+      "--batch-size <n>",
+      "--resume <cursor>",
+    ])
+      expect(out).toContain(option);
+    out = "";
+    await runCli(["--version"], io);
+    expect(out.trim()).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
   it("serve reads --config and --port, and PORT / SWITCHYARD_CONFIG from the environment", async () => {
@@ -104,7 +127,7 @@ describe("CLI", () => {
 
   it("refuses an unknown command and a bad port with a clear message", async () => {
     const io = { out: () => undefined, err: () => undefined, env: {} };
-    await expect(runCli(["launch"], io)).rejects.toThrow(/unknown command "launch"/);
+    await expect(runCli(["launch"], io)).rejects.toThrow(/unknown command 'launch'/);
     await expect(runCli(["serve", "--port", "http"], io)).rejects.toThrow(/--port must be a number/);
   });
 
