@@ -81,7 +81,13 @@ describe("CLI", () => {
 
   it("prints every option of a command for `<command> --help`, and the version for --version", async () => {
     let out = "";
-    const io = { out: (t: string) => void (out += t), err: () => undefined, env: {} };
+    const io = {
+      out: (text: string) => {
+        out += text;
+      },
+      err: () => undefined,
+      env: {},
+    };
     expect(await runCli(["serve", "--help"], io)).toBeUndefined();
     for (const option of ["--port <n>", "--host <addr>", "--config <path>"]) expect(out).toContain(option);
     out = "";
