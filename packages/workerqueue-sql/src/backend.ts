@@ -30,9 +30,11 @@ import { withRetry } from "./db-errors.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
 import { checkId, checkQueue, findRow } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
+import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
+import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { whereQueue, whereState } from "./where.js";
 
 export const WORKERQUEUE_CAPABILITIES: Capabilities = {
@@ -50,7 +52,7 @@ export const WORKERQUEUE_CAPABILITIES: Capabilities = {
 };
 
 const MAX_PAGE = 1000;
-/** How often (at most) a reserve also frees due delayed rows for legacy daemons. */
+/** How often the release timer (and, at most, a reserve) frees due delayed rows for legacy daemons. */
 const RELEASE_INTERVAL_MS = 1000;
 
 const isAfterCursor = (value: unknown): value is { after: number } =>
@@ -72,6 +74,9 @@ class WorkerQueueBackend implements Backend {
   private readonly createSchema: boolean;
   private readying: Promise<void> | undefined;
   private lastRelease = 0;
+  /** Wakes legacy masters (workqd, rjqueue) when jobs become runnable; see wake.ts. */
+  private readonly waker: MasterWaker;
+  private readonly releaseTimer: ReleaseTimer;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -79,30 +84,53 @@ class WorkerQueueBackend implements Backend {
     this.ownsKnex = resolved.ownsKnex;
     this.createSchema = resolved.createSchema;
     this.kind = `workerqueue-sql:${this.store.dialect}`;
+    const onError = options.onBackgroundError ?? (() => {});
+    const masters = (options.wakeMasters ?? []).map((master) => (typeof master === "string" ? parseLegacyMaster(master) : master));
+    this.waker = new MasterWaker(masters, onError);
+    this.releaseTimer = new ReleaseTimer(
+      () => releaseDueDelayed(this.store, Date.now()),
+      options.releaseDelayedEveryMs ?? RELEASE_INTERVAL_MS,
+      (released) => this.waker.wake(released),
+      onError,
+    );
   }
 
   ready(): Promise<void> {
-    this.readying ??= withRetry("ready", () => (this.createSchema ? ensureSchema(this.store) : detectLayout(this.store))).catch((error) => {
-      this.readying = undefined;
-      throw error;
-    });
+    this.readying ??= withRetry("ready", () => (this.createSchema ? ensureSchema(this.store) : detectLayout(this.store))).then(
+      () => this.releaseTimer.start(),
+      (error) => {
+        this.readying = undefined;
+        throw error;
+      },
+    );
     return this.readying;
   }
 
   async close(): Promise<void> {
+    this.releaseTimer.stop();
+    await this.waker.close();
     if (this.ownsKnex) await this.store.knex.destroy();
   }
 
   async enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
     await this.ready();
-    return enqueueOne(this.store, checkQueue(queue), input);
+    const result = await enqueueOne(this.store, checkQueue(queue), input);
+    this.announce([result]);
+    return result;
   }
 
   async enqueueBulk(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     await this.ready();
     if (!Array.isArray(inputs)) throw new ValidationError("workerqueue-sql: enqueueBulk takes an array of jobs");
     if (inputs.length === 0) return [];
-    return enqueueMany(this.store, checkQueue(queue), inputs);
+    const results = await enqueueMany(this.store, checkQueue(queue), inputs);
+    this.announce(results);
+    return results;
+  }
+
+  /** One wake-up per new job a legacy master may run now (delayed ones are announced when released). */
+  private announce(results: EnqueueResult[]): void {
+    this.waker.wake(results.filter((result) => result.created && result.job.state === "waiting").length);
   }
 
   async reserve(queue: string, options: ReserveOptions): Promise<Job[]> {
@@ -120,7 +148,8 @@ class WorkerQueueBackend implements Backend {
     const now = Date.now();
     if (now - this.lastRelease >= RELEASE_INTERVAL_MS) {
       this.lastRelease = now;
-      await withRetry("reserve", () => releaseDueDelayed(this.store, now));
+      const released = await withRetry("reserve", () => releaseDueDelayed(this.store, now));
+      this.waker.wake(released);
     }
     const rows = await withRetry("reserve", () => claimRows(this.store, { queue, worker: options.worker, count, leaseMs, now }));
     return rows.map((row) => rowToJob(this.store, row, now));

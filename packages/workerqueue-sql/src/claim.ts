@@ -147,10 +147,11 @@ async function claimSqlite(store: Store, request: ClaimRequest, lock: string, fi
 
 /**
  * Clears the delay marker of pending rows that have become due, so legacy daemons (which only take
- * rows whose lock is '') may run them too. Switchyard's own claim does not need it.
+ * rows whose lock is '') may run them too. Switchyard's own claim does not need it. Returns how many
+ * rows it released. One UPDATE, so several gateways running it at once release each row once.
  */
-export async function releaseDueDelayed(store: Store, now: number): Promise<void> {
-  await store
+export async function releaseDueDelayed(store: Store, now: number): Promise<number> {
+  return store
     .knex(store.table)
     .where("status", STATUS.pending)
     .whereIn("locked_queue_id", DELAYED_LOCKS)

@@ -2,6 +2,7 @@ import { defineAdapter } from "@switchyard/core";
 import { z } from "zod";
 import { createWorkerQueueBackend } from "./backend.js";
 import { NATIVE_KEY } from "./row.js";
+import { parseLegacyMaster } from "./wake.js";
 
 /**
  * `workerqueue-sql` in a gateway configuration: `url` is `sqlite:<path>`, `postgres://...` or
@@ -18,6 +19,19 @@ export const workerQueueAdapter = defineAdapter({
     dataFormat: z.enum(["json", "yaml"]).optional(),
     defaultQueue: z.string().min(1).optional(),
     createSchema: z.boolean().optional(),
+    wakeMasters: z
+      .array(
+        z.string().refine((text) => {
+          try {
+            parseLegacyMaster(text);
+            return true;
+          } catch {
+            return false;
+          }
+        }, "a master address: host:port, workq://host[:port] or rjqueue://host[:port]"),
+      )
+      .optional(),
+    releaseDelayedEveryMs: z.number().int().nonnegative().optional(),
   }),
   create: (options) => createWorkerQueueBackend(options),
   nativeKey: NATIVE_KEY,

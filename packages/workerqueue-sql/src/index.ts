@@ -3,3 +3,4 @@ export type { DataFormat, Dialect, WorkerQueueBackendOptions } from "./options.j
 export { decodeData, encodeData } from "./encoding.js";
 export { DELAYED_LOCK, MYSQL_DELAYED_LOCK, STATUS, SY } from "./columns.js";
 export { workerQueueAdapter } from "./descriptor.js";
+export { type LegacyMaster, parseLegacyMaster, DEFAULT_MASTER_PORTS } from "./wake.js";

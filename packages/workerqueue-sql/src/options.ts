@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { ValidationError } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
+import type { LegacyMaster } from "./wake.js";
 
 export type DataFormat = "json" | "yaml";
 export type Dialect = "sqlite" | "postgres" | "mysql";
@@ -18,6 +19,19 @@ export interface WorkerQueueBackendOptions {
   defaultQueue?: string;
   /** Create the table, or add the missing columns and indexes to a legacy one, in ready(); default true. */
   createSchema?: boolean;
+  /**
+   * Legacy masters to wake with a UDP datagram after each committed enqueue and each release of due
+   * delayed jobs: `host:port` or `workq://host[:port]` (workqd, default port 4488),
+   * `rjqueue://host[:port]` (default 4321), or `{host, port, kind}`.
+   */
+  wakeMasters?: Array<string | LegacyMaster>;
+  /**
+   * How often ready() starts releasing due delayed jobs for the legacy daemons (which take only rows
+   * whose lock is empty), in ms; default 1000, 0 turns the timer off (reserve() still releases).
+   */
+  releaseDelayedEveryMs?: number;
+  /** Called with a datagram that could not be sent or a timed release that failed; they never fail a call. */
+  onBackgroundError?: (error: Error) => void;
 }
 
 /** What the rest of the package works with once options are resolved. */
