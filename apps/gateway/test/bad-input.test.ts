@@ -35,6 +35,8 @@ const nativeCases: Array<[string, string, string, string | object | undefined, n
   ["a bad limit", "GET", "/v1/queues/jobs.a/jobs?state=waiting&limit=abc", undefined, 400, "limit"],
   ["a forged cursor", "GET", "/v1/queues/jobs.a/jobs?state=waiting&cursor=not-a-cursor", undefined, 400, "cursor"],
   ["a fail without error", "POST", "/v1/queues/jobs.a/jobs/1/fail", { worker: "w" }, 400, "error"],
+  // JSON.stringify writes a lone surrogate as the escape \ud800, as a client would send it.
+  ["an id with a lone UTF-16 surrogate", "POST", "/v1/queues/jobs.a/jobs", { name: "A", id: "\ud800x" }, 400, "lone UTF-16 surrogate"],
   ["an unknown route", "GET", "/v1/nowhere", undefined, 404, "no route"],
 ];
 

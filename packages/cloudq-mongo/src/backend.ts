@@ -17,7 +17,7 @@ import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
 import { countJobs, getJob, listFilter, pageJobs, queueNames } from "./reads.js";
 import { claimJobs } from "./reserve.js";
-import { type Store, checkQueue, guarded } from "./store.js";
+import { type Store, guarded } from "./store.js";
 import { cancel, complete, fail, heartbeat, setProgress } from "./transitions.js";
 
 const MAX_RESERVE_COUNT = 1000;
@@ -67,9 +67,8 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
     return readyOnce;
   };
 
-  /** Every operation waits for ready(), checks the queue name, and reports an unreachable server as such. */
-  const run = async <T>(what: string, queue: string | null, operation: () => Promise<T>): Promise<T> => {
-    if (queue !== null) checkQueue(queue);
+  /** Every operation waits for ready() and reports an unreachable server naming the operation. */
+  const run = async <T>(what: string, operation: () => Promise<T>): Promise<T> => {
     await ready();
     return guarded(what, operation);
   };
@@ -97,7 +96,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
       if (owned) await client.close();
     },
     enqueue: (queue, input: EnqueueInput) =>
-      run("enqueue", queue, async () => {
+      run("enqueue", async () => {
         const normalized = normalizeEnqueueInput(input);
         forgetCandidates(store, queue);
         return enqueueOne(store, queue, normalized);
@@ -106,34 +105,34 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
       if (!Array.isArray(inputs)) throw new ValidationError("cloudq-mongo: enqueueBulk takes an array of jobs");
       const normalized = inputs.map((input) => normalizeEnqueueInput(input));
       forgetCandidates(store, queue);
-      return run("enqueueBulk", queue, () => enqueueMany(store, queue, normalized));
+      return run("enqueueBulk", () => enqueueMany(store, queue, normalized));
     },
-    reserve: (queue, reserveOptions) => run("reserve", queue, () => reserve(queue, reserveOptions)),
-    heartbeat: (queue, id, beat) => run("heartbeat", queue, () => heartbeat(store, queue, id, beat)),
-    complete: (queue, id, done) => run("complete", queue, () => complete(store, queue, id, done)),
+    reserve: (queue, reserveOptions) => run("reserve", () => reserve(queue, reserveOptions)),
+    heartbeat: (queue, id, beat) => run("heartbeat", () => heartbeat(store, queue, id, beat)),
+    complete: (queue, id, done) => run("complete", () => complete(store, queue, id, done)),
     fail: (queue, id, failure) =>
-      run("fail", queue, async () => {
+      run("fail", async () => {
         forgetCandidates(store, queue);
         return fail(store, queue, id, failure);
       }),
-    cancel: (queue, id) => run("cancel", queue, () => cancel(store, queue, id)),
-    setProgress: (queue, id, progress) => run("setProgress", queue, () => setProgress(store, queue, id, progress)),
-    get: (queue, id) => run("get", queue, () => getJob(store, queue, id)),
-    list: (queue, list) => run("list", queue, () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
-    counts: (queue) => run("counts", queue, () => countJobs(store, queue)),
-    queues: () => run("queues", null, () => queueNames(store)),
+    cancel: (queue, id) => run("cancel", () => cancel(store, queue, id)),
+    setProgress: (queue, id, progress) => run("setProgress", () => setProgress(store, queue, id, progress)),
+    get: (queue, id) => run("get", () => getJob(store, queue, id)),
+    list: (queue, list) => run("list", () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
+    counts: (queue) => run("counts", () => countJobs(store, queue)),
+    queues: () => run("queues", () => queueNames(store)),
     pause: (queue) =>
-      run("pause", queue, async () => {
+      run("pause", async () => {
         await store.paused.updateOne({ _id: queue }, { $setOnInsert: { pausedAt: new Date() } }, { upsert: true });
       }),
     resume: (queue) =>
-      run("resume", queue, async () => {
+      run("resume", async () => {
         await store.paused.deleteOne({ _id: queue });
       }),
-    isPaused: (queue) => run("isPaused", queue, async () => (await store.paused.countDocuments({ _id: queue }, { limit: 1 })) > 0),
-    export: (queue, page = {}) => run("export", queue, () => pageJobs(store, { queue }, page.limit, page.cursor)),
+    isPaused: (queue) => run("isPaused", async () => (await store.paused.countDocuments({ _id: queue }, { limit: 1 })) > 0),
+    export: (queue, page = {}) => run("export", () => pageJobs(store, { queue }, page.limit, page.cursor)),
     import: (queue, jobs) =>
-      run("import", queue, async () => {
+      run("import", async () => {
         forgetCandidates(store, queue);
         return importJobs(store, queue, jobs);
       }),

@@ -12,12 +12,6 @@ export interface Store {
   readonly layout: ResolvedLayout;
 }
 
-export function checkQueue(queue: string): void {
-  if (typeof queue !== "string" || queue.length === 0 || queue.length > 255) {
-    throw new ValidationError("cloudq-mongo: a queue name is a non-empty string of at most 255 characters", { queue });
-  }
-}
-
 /** Network and server-selection failures become BackendUnavailableError naming the operation; typed errors pass through. */
 export async function guarded<T>(what: string, operation: () => Promise<T>): Promise<T> {
   try {

@@ -1,5 +1,8 @@
+import type { z } from "zod";
 import type { Backend } from "./backend.js";
-import { BackendUnavailableError, isSwitchyardError } from "./errors.js";
+import { BackendUnavailableError, ValidationError, isSwitchyardError } from "./errors.js";
+import { ExportOptionsSchema, JobIdSchema, ListOptionsSchema, QueueNameSchema, ReserveOptionsSchema } from "./inputs.js";
+import { parseOrThrow } from "./validate.js";
 
 /** Node's socket error codes, and the drivers' own, for a server that is gone or unreachable. */
 const CONNECTION_CODES = new Set([
@@ -51,22 +54,47 @@ export function toBackendError(adapter: string, error: unknown): unknown {
   return new BackendUnavailableError(`${adapter}: the store is unavailable: ${(error as Error).message}`, { cause: error });
 }
 
+/** The inputs every operation shares, checked with the core's schemas before any adapter code runs. */
+const QUEUE_FIRST = new Set(["enqueue", "enqueueBulk", "reserve", "list", "counts", "pause", "resume", "isPaused", "export", "import"]);
+const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress"]);
+
+function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(`${adapter}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);
+}
+
+function checkInputs(adapter: string, operation: string, args: unknown[]): void {
+  if (QUEUE_FIRST.has(operation) || QUEUE_AND_ID.has(operation)) checkText(QueueNameSchema, args[0], adapter);
+  if (QUEUE_AND_ID.has(operation)) checkText(JobIdSchema, args[1], adapter);
+  if (operation === "reserve") parseOrThrow(ReserveOptionsSchema, args[1], `${adapter} reserve options`);
+  if (operation === "list") parseOrThrow(ListOptionsSchema, args[1], `${adapter} list options`);
+  if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
+  if ((operation === "enqueueBulk" || operation === "import") && !Array.isArray(args[1])) {
+    throw new ValidationError(`${adapter}: ${operation} takes an array of jobs`);
+  }
+}
+
 /**
- * The backend with every operation run through toBackendError, so that no operation can leak a
- * driver's connection error to the caller, whichever call inside it failed. Each adapter maps its
- * other driver errors (a refused value, a unique index) itself, where it knows what they mean.
+ * The backend with every operation run through one guard: the inputs all operations share (queue
+ * names, ids, reserve, list and export options) are checked with the core's schemas first, and a
+ * driver's connection error becomes BackendUnavailableError, whichever call inside failed. Each
+ * adapter still checks what only its store refuses, and maps its other driver errors (a refused
+ * value, a unique index) itself, where it knows what they mean.
  */
 export function guardBackend<B extends Backend>(adapter: string, backend: B): B {
   return new Proxy(backend, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
+      const operation = String(property);
       return (...args: unknown[]) => {
         try {
+          checkInputs(adapter, operation, args);
           const result = value.apply(target, args);
           return result instanceof Promise ? result.catch((error: unknown) => Promise.reject(toBackendError(adapter, error))) : result;
         } catch (error) {
-          throw toBackendError(adapter, error);
+          // An operation's promise rejects; it never throws synchronously at its caller.
+          return Promise.reject(toBackendError(adapter, error));
         }
       };
     },

@@ -7,3 +7,5 @@ export * from "./migrate.js";
 export * from "./adapter.js";
 export * from "./extensions.js";
 export * from "./guard.js";
+export * from "./inputs.js";
+export { storableText } from "./text.js";

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { storableText } from "./text.js";
 import { parseOrThrow } from "./validate.js";
 
 /** The lifecycle states every backend maps its native states onto (see DESIGN.md). */
@@ -69,7 +70,7 @@ export const DEFAULT_LEASE_MS = 60_000;
 /** What a producer may say about a new job. Every field but `name` has a default. */
 export const EnqueueInputSchema = z
   .object({
-    id: z.string().min(1).max(255).optional(),
+    id: storableText("a job id").optional(),
     name: z.string().min(1).max(255),
     data: JsonSchema.default(null),
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
@@ -80,7 +81,7 @@ export const EnqueueInputSchema = z
     backoff: BackoffSchema.nullable().default(null),
     tags: z.array(z.string().min(1)).default([]),
     dependsOn: z.array(z.string().min(1)).default([]),
-    uniqueKey: z.string().min(1).max(255).optional(),
+    uniqueKey: storableText("a unique key").optional(),
     /**
      * Fields of the producer's protocol with no core meaning (a Cloudq job's extra keys, a glide-mq
      * `opts` object...). An adapter of the same system stores them natively; any other keeps them

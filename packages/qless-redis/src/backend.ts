@@ -67,11 +67,6 @@ const isOffset = (value: unknown): value is { offset: number } =>
 const isAfterJid = (value: unknown): value is { after: string } =>
   typeof value === "object" && value !== null && typeof (value as { after?: unknown }).after === "string";
 
-function checkQueue(queue: string): string {
-  if (typeof queue !== "string" || queue.length === 0) throw new ValidationError("qless-redis: queue name must not be empty");
-  return queue;
-}
-
 /**
  * A core Backend over the qless layout in Redis, through Switchyard's own qless script. The
  * script's qless commands are also available as `qless(command, now, ...args)` for the gateway's
@@ -186,12 +181,11 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     },
 
     async enqueue(queue: string, input: EnqueueInput) {
-      const [result] = await enqueueMany(checkQueue(queue), [normalizeEnqueueInput(input)]);
+      const [result] = await enqueueMany(queue, [normalizeEnqueueInput(input)]);
       return result as EnqueueResult;
     },
 
     async enqueueBulk(queue: string, inputs: EnqueueInput[]) {
-      checkQueue(queue);
       return enqueueMany(
         queue,
         inputs.map((input) => normalizeEnqueueInput(input)),
@@ -201,7 +195,7 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     async reserve(queue: string, { worker, count = 1, leaseMs = DEFAULT_LEASE_MS }: ReserveOptions) {
       if (!worker) throw new ValidationError("qless-redis: reserve needs a worker name");
       if (!Number.isInteger(count) || count < 1) throw new ValidationError("qless-redis: count must be a positive integer");
-      const reply = JSON.parse((await call("switchyard.pop", checkQueue(queue), worker, count, leaseMs / 1000)) as string);
+      const reply = JSON.parse((await call("switchyard.pop", queue, worker, count, leaseMs / 1000)) as string);
       return list(reply as SwitchyardDocument[]).map((doc) => toCoreJob(doc, queue));
     },
 
@@ -264,11 +258,11 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     },
 
     async pause(queue: string) {
-      await call("pause", checkQueue(queue));
+      await call("pause", queue);
     },
 
     async resume(queue: string) {
-      await call("unpause", checkQueue(queue));
+      await call("unpause", queue);
     },
 
     async isPaused(queue: string) {
@@ -290,7 +284,6 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     },
 
     async import(queue: string, jobs: Job[]): Promise<ImportResult> {
-      checkQueue(queue);
       const records = jobs.map((job) => {
         const record = toImportRecord(job, queue, failureGroup(queue));
         if (!record) throw new UnsupportedError(`qless-redis: qless deletes canceled jobs, so job ${job.id} cannot be imported`);

@@ -28,7 +28,7 @@ import type { JobRow } from "./columns.js";
 import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
-import { checkId, checkQueue, findRow } from "./lookup.js";
+import { findRow } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
@@ -114,7 +114,7 @@ class WorkerQueueBackend implements Backend {
 
   async enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
     await this.ready();
-    const result = await enqueueOne(this.store, checkQueue(queue), input);
+    const result = await enqueueOne(this.store, queue, input);
     this.announce([result]);
     return result;
   }
@@ -123,7 +123,7 @@ class WorkerQueueBackend implements Backend {
     await this.ready();
     if (!Array.isArray(inputs)) throw new ValidationError("workerqueue-sql: enqueueBulk takes an array of jobs");
     if (inputs.length === 0) return [];
-    const results = await enqueueMany(this.store, checkQueue(queue), inputs);
+    const results = await enqueueMany(this.store, queue, inputs);
     this.announce(results);
     return results;
   }
@@ -135,7 +135,6 @@ class WorkerQueueBackend implements Backend {
 
   async reserve(queue: string, options: ReserveOptions): Promise<Job[]> {
     await this.ready();
-    checkQueue(queue);
     const count = options.count ?? 1;
     const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     if (typeof options.worker !== "string" || options.worker.length === 0 || options.worker.length > 255) {
@@ -157,32 +156,32 @@ class WorkerQueueBackend implements Backend {
 
   async heartbeat(queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
     await this.ready();
-    return heartbeatJob(this.store, checkQueue(queue), checkId(id), options);
+    return heartbeatJob(this.store, queue, id, options);
   }
 
   async complete(queue: string, id: string, options?: CompleteOptions): Promise<Job> {
     await this.ready();
-    return completeJob(this.store, checkQueue(queue), checkId(id), options);
+    return completeJob(this.store, queue, id, options);
   }
 
   async fail(queue: string, id: string, options: FailOptions): Promise<Job> {
     await this.ready();
-    return failJob(this.store, checkQueue(queue), checkId(id), options);
+    return failJob(this.store, queue, id, options);
   }
 
   async cancel(queue: string, id: string): Promise<void> {
     await this.ready();
-    return cancelJob(this.store, checkQueue(queue), checkId(id));
+    return cancelJob(this.store, queue, id);
   }
 
   async setProgress(queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job> {
     await this.ready();
-    return setJobProgress(this.store, checkQueue(queue), checkId(id), options.worker, options.progress);
+    return setJobProgress(this.store, queue, id, options.worker, options.progress);
   }
 
   async get(queue: string, id: string): Promise<Job | null> {
     await this.ready();
-    const row = await withRetry("get", () => findRow(this.store, this.store.knex, checkQueue(queue), checkId(id)));
+    const row = await withRetry("get", () => findRow(this.store, this.store.knex, queue, id));
     return row ? rowToJob(this.store, row) : null;
   }
 
@@ -190,7 +189,7 @@ class WorkerQueueBackend implements Backend {
     await this.ready();
     const state = parseOrThrow(JobStateSchema, options.state, "state");
     const now = Date.now();
-    return this.page(checkQueue(queue), options, (query) => whereState(this.store, query, state, now));
+    return this.page(queue, options, (query) => whereState(this.store, query, state, now));
   }
 
   async counts(queue: string): Promise<JobCounts> {
@@ -212,7 +211,7 @@ class WorkerQueueBackend implements Backend {
           : knex.raw("0 as is_held"),
       )
       .count({ n: "*" });
-    whereQueue(this.store, query, checkQueue(queue));
+    whereQueue(this.store, query, queue);
     const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3, 4"));
     const counts = emptyCounts();
     for (const group of groups as Array<{
@@ -248,34 +247,29 @@ class WorkerQueueBackend implements Backend {
   async pause(queue: string): Promise<void> {
     await this.ready();
     const { knex, pausedTable } = this.store;
-    await withRetry("pause", () =>
-      knex(pausedTable)
-        .insert({ queue: checkQueue(queue), paused_ms: Date.now() })
-        .onConflict("queue")
-        .ignore(),
-    );
+    await withRetry("pause", () => knex(pausedTable).insert({ queue: queue, paused_ms: Date.now() }).onConflict("queue").ignore());
   }
 
   async resume(queue: string): Promise<void> {
     await this.ready();
-    await withRetry("resume", () => this.store.knex(this.store.pausedTable).where("queue", checkQueue(queue)).delete());
+    await withRetry("resume", () => this.store.knex(this.store.pausedTable).where("queue", queue).delete());
   }
 
   async isPaused(queue: string): Promise<boolean> {
     await this.ready();
-    const row = await withRetry("isPaused", () => this.store.knex(this.store.pausedTable).where("queue", checkQueue(queue)).first());
+    const row = await withRetry("isPaused", () => this.store.knex(this.store.pausedTable).where("queue", queue).first());
     return row !== undefined;
   }
 
   async export(queue: string, options: ExportOptions = {}): Promise<Page<Job>> {
     await this.ready();
-    return this.page(checkQueue(queue), options, (query) => query);
+    return this.page(queue, options, (query) => query);
   }
 
   async import(queue: string, jobs: Job[]): Promise<ImportResult> {
     await this.ready();
     if (!Array.isArray(jobs)) throw new ValidationError("workerqueue-sql: import takes an array of jobs");
-    return importJobs(this.store, checkQueue(queue), jobs);
+    return importJobs(this.store, queue, jobs);
   }
 
   /** Keyset pages in row order: stable while jobs are added or change state. */

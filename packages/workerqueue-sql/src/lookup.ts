@@ -39,17 +39,3 @@ export async function rowById(store: Store, db: Db, rowId: number | string): Pro
   if (!row) throw new Error(`workerqueue-sql: row ${rowId} vanished while being read back`);
   return row;
 }
-
-export function checkQueue(queue: unknown): string {
-  if (typeof queue !== "string" || queue.length === 0 || queue.length > 255) {
-    throw new ValidationError("workerqueue-sql: a queue name is a non-empty string of at most 255 characters");
-  }
-  return queue;
-}
-
-export function checkId(id: unknown): string {
-  if (typeof id !== "string" || id.length === 0 || id.length > 255) {
-    throw new ValidationError("workerqueue-sql: a job id is a non-empty string of at most 255 characters");
-  }
-  return id;
-}

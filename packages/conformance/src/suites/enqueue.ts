@@ -70,6 +70,17 @@ export function enqueueSuite(options: ConformanceOptions): void {
       expect(await ctx.probe.countJobs(queue)).toBe(0);
     });
 
+    it("an id, unique key or queue name holding a lone UTF-16 surrogate or NUL is a ValidationError, and nothing is written", async () => {
+      const queue = ctx.queue();
+      for (const bad of ["\ud800x", "x\udfff", "nul\u0000"]) {
+        await expect(ctx.backend.enqueue(queue, { name: "x", id: bad })).rejects.toMatchObject({ code: "VALIDATION" });
+        await expect(ctx.backend.enqueue(queue, { name: "x", uniqueKey: bad })).rejects.toMatchObject({ code: "VALIDATION" });
+        await expect(ctx.backend.enqueue(`${queue}${bad}`, { name: "x" })).rejects.toMatchObject({ code: "VALIDATION" });
+        await expect(ctx.backend.get(queue, bad)).rejects.toMatchObject({ code: "VALIDATION" });
+      }
+      expect(await ctx.probe.countJobs(queue)).toBe(0);
+    });
+
     it("get(queue, id) of an unknown id returns null", async () => {
       expect(await ctx.backend.get(ctx.queue(), "999999999")).toBeNull();
     });
