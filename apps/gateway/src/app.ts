@@ -1,15 +1,19 @@
+import { OpenAPIHono, createRoute } from "@hono/zod-openapi";
 import type { AdapterDescriptor } from "@switchyard/core";
-import { Hono } from "hono";
 import { ADAPTERS } from "./adapters.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
 import { type Config, type ConfigInput, parseConfig } from "./config.js";
-import { renderDocsPage } from "./docs.js";
-import { createCloudqDoor } from "./doors/cloudq.js";
-import { createNativeDoor, nativeRoutes } from "./doors/native.js";
-import { createQlessDoor } from "./doors/qless.js";
+import { cloudqDoor } from "./doors/cloudq.js";
+import type { Door } from "./doors/door.js";
+import { HealthResponse } from "./doors/native-schemas.js";
+import { nativeDoor } from "./doors/native.js";
+import { qlessDoor } from "./doors/qless.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
-import { openApiDocument } from "./openapi.js";
+import { mountReference } from "./reference.js";
 import { QueueRouter } from "./router.js";
+
+/** The doors of this build, mounted in this order; Cloudq last, since it may also own `/:queue`. */
+export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, cloudqDoor];
 
 export interface GatewayOptions {
   /** The configuration, shaped as the file is (defaults are filled in here). */
@@ -21,7 +25,7 @@ export interface GatewayOptions {
 }
 
 export interface Gateway {
-  app: Hono<GatewayEnv>;
+  app: OpenAPIHono<GatewayEnv>;
   config: Config;
   router: QueueRouter;
   backends: Map<string, NamedBackend>;
@@ -48,6 +52,34 @@ async function checkBackend(named: NamedBackend): Promise<{ kind: string; ok: bo
   }
 }
 
+const healthRoute = createRoute({
+  method: "get",
+  path: "/health",
+  summary: "Check every backend with a read that writes nothing",
+  responses: {
+    200: { description: "Every backend answered", content: { "application/json": { schema: HealthResponse } } },
+    503: { description: "At least one backend did not answer", content: { "application/json": { schema: HealthResponse } } },
+  },
+});
+
+/**
+ * The OpenAPI 3.1 document of every route declared with `openapi()`, generated from the zod schemas
+ * that validate them. One correction: the generator renders the recursive `Json` union with `oneOf`
+ * branches that overlap on null, which would call valid values invalid, so it is stated plainly.
+ */
+function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
+  const document = app.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Switchyard",
+      version: "1",
+      description: "The native REST API of the Switchyard job-queue gateway. Errors answer `{error: {code, message}}`.",
+    },
+  });
+  if (document.components?.schemas?.Json) document.components.schemas.Json = { description: "Any JSON value." };
+  return document;
+}
+
 /** Opens the configured backends and builds the Hono app with every door mounted. */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
@@ -56,25 +88,23 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;
 
-  const app = new Hono<GatewayEnv>();
+  const app = new OpenAPIHono<GatewayEnv>();
   installErrorHandling(app);
 
-  const document = openApiDocument(nativeRoutes(router));
-  const docsPage = renderDocsPage(document);
-  app.get("/openapi.json", (c) => c.json(document));
-  app.get("/docs", (c) => c.html(docsPage));
-  app.get("/health", async (c) => {
+  let document: unknown;
+  app.get("/openapi.json", (c) => {
+    document ??= openApiDocument(app);
+    return c.json(document);
+  });
+  mountReference(app);
+  app.openapi(healthRoute, async (c) => {
     const entries = await Promise.all([...backends.values()].map(async (named) => [named.name, await checkBackend(named)] as const));
     const ok = entries.every(([, check]) => check.ok);
-    return c.json({ status: ok ? "ok" : "unavailable", backends: Object.fromEntries(entries) }, ok ? 200 : 503);
+    return c.json({ status: ok ? ("ok" as const) : ("unavailable" as const), backends: Object.fromEntries(entries) }, ok ? 200 : 503);
   });
 
-  app.route("/v1", createNativeDoor(router));
-  app.route("/qless", createQlessDoor(router, backends));
-  const cloudq = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters });
-  app.route("/cloudq", cloudq);
-  // Last, so /v1, /health, /docs and /openapi.json keep their meaning when Cloudq also owns `/:queue`.
-  if (config.doors.cloudq.mountAtRoot) app.route("/", cloudq);
+  const context = { router, backends, config, env, adapters };
+  for (const door of DOORS) door.mount(app, context);
 
   let closing: Promise<void> | undefined;
   return {

@@ -57,5 +57,37 @@ export function installErrorHandling(app: Hono<GatewayEnv>): void {
     if (failure.status >= 500 && failure.code === "INTERNAL") console.error(`[switchyard] ${c.req.method} ${c.req.path} failed:`, error);
     return errorResponse(c, failure);
   });
-  app.notFound((c) => errorResponse(c, { status: 404, code: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }));
+  app.notFound((c) => {
+    const allowed = allowedMethods(app, c.req.path);
+    // A handler that found nothing for its own method (an unknown asset) answers 404 too.
+    if (allowed.length === 0 || allowed.includes(c.req.method))
+      return errorResponse(c, { status: 404, code: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` });
+    c.header("Allow", allowed.join(", "));
+    const message = `${c.req.method} is not allowed on ${c.req.path}; it answers ${allowed.join(", ")}`;
+    return errorResponse(c, { status: 405, code: "METHOD_NOT_ALLOWED", message });
+  });
+}
+
+const patterns = new Map<string, RegExp>();
+
+/** A route path in Hono's syntax (`/v1/queues/:queue/jobs`, `*`) as a regular expression over request paths. */
+function pathPattern(path: string): RegExp {
+  let pattern = patterns.get(path);
+  if (!pattern) {
+    const source = path
+      .split("/")
+      .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment === "*" ? ".*" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
+      .join("/");
+    pattern = new RegExp(`^${source}/?$`);
+    patterns.set(path, pattern);
+  }
+  return pattern;
+}
+
+/** The methods routes answer on a path that had no route for the request's method: a 405 rather than a 404. */
+function allowedMethods(app: Hono<GatewayEnv>, path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of app.routes) if (route.method !== "ALL" && pathPattern(route.path).test(path)) methods.add(route.method);
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods].sort();
 }

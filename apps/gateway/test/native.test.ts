@@ -234,13 +234,21 @@ describe("documents and health", () => {
     expect(doc.components.schemas.EnqueueInput.required).toEqual(["name"]);
   });
 
-  it("GET /docs is a self-contained HTML page naming every route of the document", async () => {
+  it("GET /docs is the API reference page, every asset it loads served by the gateway itself (no outside network)", async () => {
     const res = await t.request("GET", "/docs");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/html");
-    expect(res.text).toContain("/v1/queues/{queue}/reserve");
-    expect(res.text).toContain("/v1/queues/{queue}/jobs/{id}/heartbeat");
-    expect(res.text).not.toMatch(/<script|https?:\/\/(?!127)/);
+    expect(res.text).not.toMatch(/(src|href)="(https?:)?\/\//);
+    const assets = [...res.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1] as string);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const asset of assets) {
+      const loaded = await t.request("GET", asset);
+      expect(loaded.status, asset).toBe(200);
+      expect(loaded.headers.get("content-type"), asset).toMatch(/css|javascript|image/);
+    }
+    const init = await t.request("GET", "/docs/assets/init.js");
+    expect(init.text).toContain('"/openapi.json"');
+    expect((await t.request("GET", "/docs/assets/..%2Fpackage.json")).status).toBe(404);
   });
 
   it("GET /health answers 200 when every backend answers and 503 once one does not", async () => {
@@ -253,5 +261,21 @@ describe("documents and health", () => {
     expect(down.status).toBe(503);
     expect(down.json).toMatchObject({ status: "unavailable", backends: { main: { ok: false } } });
     await own.cleanup();
+  });
+});
+
+describe("methods a route does not answer", () => {
+  it("an existing path with another method is 405 with Allow listing the methods it answers", async () => {
+    const res = await t.request("PUT", "/v1/queues/jobs.a/jobs");
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("GET, HEAD, POST");
+    expect(res.json.error.code).toBe("METHOD_NOT_ALLOWED");
+    const job = await t.request("PATCH", "/v1/queues/jobs.a/jobs/1");
+    expect(job.status).toBe(405);
+    expect(job.headers.get("allow")).toBe("DELETE, GET, HEAD");
+  });
+
+  it("a path no route has is still 404", async () => {
+    expect((await t.request("PUT", "/v1/nowhere/at/all")).status).toBe(404);
   });
 });

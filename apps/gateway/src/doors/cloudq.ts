@@ -5,15 +5,18 @@ import {
   type EnqueueInput,
   InvalidStateError,
   type Job,
+  type Json,
   NotFoundError,
   ValidationError,
   producerExtras,
 } from "@switchyard/core";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
+import { z } from "zod";
 import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
 import { errorFormat, limitBody, readJson } from "../http.js";
 import type { QueueRouter } from "../router.js";
+import type { Door } from "./door.js";
 
 /** The lease holder of jobs reserved through this door; Cloudq's DELETE completes without naming one. */
 export const CLOUDQ_WORKER = "cloudq";
@@ -24,8 +27,26 @@ const CLOUDQ_DEFAULT_PRIORITY = 100;
 /** Keys the GET answer sets itself; a job's native fields of the same name must not shadow them. */
 const RESERVED_KEYS = new Set(["klass", "args", "id", "job", "status", "ok"]);
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
+const PlainObject = z.record(z.string(), z.unknown(), { message: "job object required" });
+
+/** A Cloudq job: `klass` and `args` as the servers require them; every other key travels with the job. */
+const CloudqJob = z.looseObject({
+  klass: z.string({ message: "klass key required" }).min(1, "klass key required"),
+  args: z.custom<Json>((value) => value !== undefined, "args key required"),
+});
+
+const CloudqPriority = z
+  .number({ message: "priority must be an integer from 1 (first) to 100 (last)" })
+  .int("priority must be an integer from 1 (first) to 100 (last)")
+  .min(1, "priority must be an integer from 1 (first) to 100 (last)")
+  .max(100, "priority must be an integer from 1 (first) to 100 (last)")
+  .optional();
+
+/** zod's first message alone: Cloudq clients get the servers' short texts (`klass key required`). */
+function parseCloudq<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(parsed.error.issues[0]?.message ?? "invalid job");
+  return parsed.data;
 }
 
 /**
@@ -33,25 +54,14 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * protocol and every client library) or the bare `{klass,args}` of the protocol's curl example.
  */
 export function publishInput(body: unknown): EnqueueInput {
-  if (!isPlainObject(body)) throw new ValidationError("job object required");
-  const job = "job" in body ? body.job : "klass" in body ? body : undefined;
-  if (!isPlainObject(job)) throw new ValidationError("job object required");
-  const { klass, args } = job;
-  if (typeof klass !== "string" || klass.length === 0) throw new ValidationError("klass key required");
-  if (args === undefined) throw new ValidationError("args key required");
-  const input: EnqueueInput = { name: klass, data: (Array.isArray(args) ? args : [args]) as EnqueueInput["data"] };
+  const envelope = parseCloudq(PlainObject, body);
   // node-cloudq reads `priority` beside `job`; in the bare form that is the job object itself.
-  const bare = job === body;
-  const cloudqPriority = bare ? job.priority : body.priority;
-  const extra = Object.fromEntries(
-    Object.entries(job).filter(([key]) => key !== "klass" && key !== "args" && !(bare && key === "priority")),
-  );
-  if (cloudqPriority !== undefined) {
-    if (typeof cloudqPriority !== "number" || !Number.isInteger(cloudqPriority) || cloudqPriority < 1 || cloudqPriority > 100) {
-      throw new ValidationError("priority must be an integer from 1 (first) to 100 (last)");
-    }
-    input.priority = CLOUDQ_DEFAULT_PRIORITY - cloudqPriority;
-  }
+  const bare = !("job" in envelope) && "klass" in envelope;
+  const { klass, args, ...rest } = parseCloudq(CloudqJob, parseCloudq(PlainObject, bare ? envelope : envelope.job));
+  const cloudqPriority = parseCloudq(CloudqPriority, bare ? rest.priority : envelope.priority);
+  const extra = Object.fromEntries(Object.entries(rest).filter(([key]) => !(bare && key === "priority")));
+  const input: EnqueueInput = { name: klass, data: Array.isArray(args) ? args : [args] };
+  if (cloudqPriority !== undefined) input.priority = CLOUDQ_DEFAULT_PRIORITY - cloudqPriority;
   if (Object.keys(extra).length > 0) input.native = extra;
   return input;
 }
@@ -174,3 +184,13 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters }:
 
   return door;
 }
+
+/** The Cloudq door at `/cloudq`, and also at `/` when `doors.cloudq.mountAtRoot` says so. */
+export const cloudqDoor: Door = {
+  name: "cloudq",
+  mount(app, { router, config, env, adapters }) {
+    const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters });
+    app.route("/cloudq", door);
+    if (config.doors.cloudq.mountAtRoot) app.route("/", door);
+  },
+};

@@ -5,6 +5,7 @@ import type { NamedBackend } from "../backends.js";
 import type { GatewayEnv } from "../errors.js";
 import { errorFormat, limitBody, readJson } from "../http.js";
 import type { QueueRouter } from "../router.js";
+import type { Door } from "./door.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
 
 /** `POST /qless/:command` body: the args a qless client passes after `now`, and optionally `now` and a queue. */
@@ -139,3 +140,11 @@ export function createQlessDoor(router: QueueRouter, backends: Map<string, Named
 
   return door;
 }
+
+/** The qless door at `/qless`. */
+export const qlessDoor: Door = {
+  name: "qless",
+  mount(app, { router, backends }) {
+    app.route("/qless", createQlessDoor(router, backends));
+  },
+};

@@ -1,0 +1,26 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AdapterDescriptor } from "@switchyard/core";
+import type { NamedBackend } from "../backends.js";
+import type { Config } from "../config.js";
+import type { GatewayEnv } from "../errors.js";
+import type { QueueRouter } from "../router.js";
+
+/** What every door is given: the router to the backends, and the configuration it answers under. */
+export interface DoorContext {
+  router: QueueRouter;
+  backends: Map<string, NamedBackend>;
+  config: Config;
+  /** Where credentials such as TOKEN and SECRET are read. */
+  env: Record<string, string | undefined>;
+  adapters: readonly AdapterDescriptor[];
+}
+
+/**
+ * One protocol the gateway speaks. A door registers its routes on the gateway's app (with
+ * `openapi()` where they belong in /openapi.json) and talks to backends only through the router
+ * and the optional interfaces of @switchyard/core; it never imports an adapter package.
+ */
+export interface Door {
+  readonly name: string;
+  mount(app: OpenAPIHono<GatewayEnv>, context: DoorContext): void;
+}
