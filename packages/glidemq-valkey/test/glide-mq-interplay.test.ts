@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { type Socket, connect, createServer } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
+import { eventually } from "@switchyard/conformance";
 import { BackendUnavailableError, type Job } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
@@ -27,13 +27,12 @@ afterAll(async () => {
 
 const FAST_RECOVERY = { interval: 0, stalledInterval: 50, lockDuration: 50, maxStalledCount: 5 };
 
-async function reserveWithin(backend: ReturnType<typeof createGlideMqBackend>, queue: string, tries: number): Promise<Job[]> {
-  for (let i = 0; i < tries; i++) {
+/** Reserves until the backend hands a job out (its lock lapsed and recovery ran), failing after the deadline. */
+async function reserveOnceRecovered(backend: ReturnType<typeof createGlideMqBackend>, queue: string): Promise<Job[]> {
+  return eventually(async () => {
     const got = await backend.reserve(queue, { worker: "live", leaseMs: 60_000 });
-    if (got.length > 0) return got;
-    await sleep(60);
-  }
-  return [];
+    return got.length > 0 ? got : undefined;
+  }, "the abandoned job to be recovered and reserved");
 }
 
 describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-activates the job", () => {
@@ -49,8 +48,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
         const { job } = await backend.enqueue(queue, { name: "a", data: 1, maxAttempts: 5, priority });
         await backend.reserve(queue, { worker: "dead-switchyard-worker", leaseMs: 60_000 });
         const glide = new GlideConsumer(client, queue, { stalledInterval: 50, lockDuration: 50, maxStalledCount: 5 });
-        await sleep(80);
-        expect(await glide.reclaimStalled()).toBeGreaterThan(0);
+        await eventually(async () => (await glide.reclaimStalled()) > 0, "glide-mq's stalled check to requeue the job");
         // Native store: the requeued job carries no Switchyard lease any more.
         expect(await probe.hmget(keys.job(job.id), "syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId")).toEqual([
           null,
@@ -62,8 +60,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
         const claimed = await glide.reserve(1);
         expect(claimed[0]?.id).toBe(job.id);
         expect((await backend.get(queue, job.id))?.lease?.worker).toBe("glide-mq worker");
-        await sleep(120);
-        const recovered = await reserveWithin(backend, queue, 5);
+        const recovered = await reserveOnceRecovered(backend, queue);
         expect(recovered.map((j) => j.id)).toEqual([job.id]);
       } finally {
         client.disconnect();
@@ -85,8 +82,7 @@ describe("glidemq-valkey: a Switchyard lease ends when glide-mq requeues or re-a
       const later = String(Number(await probe.hget(keys.job(job.id), "processedOn")) + 7);
       await probe.hset(keys.job(job.id), "processedOn", later, "lastActive", later);
       expect((await backend.get(queue, job.id))?.lease?.worker).toBe("glide-mq worker");
-      await sleep(120);
-      const recovered = await reserveWithin(backend, queue, 5);
+      const recovered = await reserveOnceRecovered(backend, queue);
       expect(recovered.map((j) => j.id)).toEqual([job.id]);
     } finally {
       await backend.close();
@@ -103,8 +99,10 @@ describe("glidemq-valkey: maxAttempts bounds the handouts, expired leases includ
       const { job } = await backend.enqueue(queue, { name: "a", data: 1, maxAttempts: 2 });
       const [first] = await backend.reserve(queue, { worker: "w1", leaseMs: 30 });
       expect(first?.attempts).toBe(1);
-      await sleep(60);
-      const [second] = await backend.reserve(queue, { worker: "w2", leaseMs: 30_000 });
+      const [second] = await eventually(async () => {
+        const got = await backend.reserve(queue, { worker: "w2", leaseMs: 30_000 });
+        return got.length > 0 ? got : undefined;
+      }, "the 30 ms lease to run out and the job to be handed out again");
       expect(second?.id).toBe(job.id);
       expect(second?.attempts).toBe(2);
       const afterFail = await backend.fail(queue, job.id, { worker: "w2", error: { message: "boom" } });
@@ -164,8 +162,9 @@ describe("glidemq-valkey: export() pages by SCAN of the job hashes", () => {
       const x = (await backend.enqueue(queue, { name: "x", data: 1, priority: 5, delay: 100 })).job;
       const z = (await backend.enqueue(queue, { name: "z", data: 1, delay: 60_000 })).job;
       const pages = await exportAllPages(backend, queue, 2, async () => {
-        await sleep(150);
-        expect(await new GlideConsumer(client, queue).promote()).toBe(1);
+        // The delayed job becomes due after 100 ms; glide-mq's promotion then moves it.
+        const consumer = new GlideConsumer(client, queue);
+        await eventually(async () => (await consumer.promote()) === 1, "glide-mq to promote the due job");
         expect(await probe.lrange(queueKeys(queue).priority, 0, -1)).toEqual([x.id]);
       });
       expect([...new Set(pages.flat())].sort()).toEqual([w.id, x.id, z.id].sort());
@@ -245,7 +244,14 @@ describe("glidemq-valkey: a connection lost after ready() is a typed error on ev
       expect(await probe.exists(queueKeys(queue).job(job.id))).toBe(1);
       proxy.close();
       for (const socket of sockets) socket.destroy();
-      await sleep(50);
+      await eventually(
+        async () =>
+          backend.get(queue, job.id).then(
+            () => false,
+            () => true,
+          ),
+        "the backend to notice the lost connection",
+      );
       const operations: Array<[string, () => Promise<unknown>]> = [
         ["reserve", () => backend.reserve(queue, { worker: "w" })],
         ["get", () => backend.get(queue, job.id)],

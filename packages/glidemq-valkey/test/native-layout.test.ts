@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { eventually } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -247,9 +248,11 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     await new GlideProducer(redis, q).add("lost", 1);
     const dead = new GlideConsumer(redis, q, { clock: () => Date.now() - 5000 });
     const [claimed] = await dead.reserve();
-    // XAUTOCLAIM measures a pending entry's idle time on the server's own clock.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const [again] = await recovering.reserve(q, { worker: "w" });
+    // XAUTOCLAIM measures a pending entry's idle time on the server's own clock: reserve until it counts as idle.
+    const [again] = await eventually(async () => {
+      const got = await recovering.reserve(q, { worker: "w" });
+      return got.length > 0 ? got : undefined;
+    }, "the pending entry to be idle long enough to reclaim");
     expect(again).toMatchObject({ id: claimed?.id, attempts: 2, lease: { worker: "w" } });
     expect(await redis.hget(k.job(claimed?.id ?? ""), "stalledCount")).toBe("1");
     const leased = await recovering.enqueue(q, { name: "leased" });
