@@ -3,6 +3,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
+import { afterAll, beforeAll } from "vitest";
+import { type QlessBackend, createQlessBackend } from "../../src/index.js";
 
 /**
  * A throwaway redis-server on a unix socket, private to one test file. Pub/sub channels are
@@ -46,6 +48,38 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
       child.kill("SIGTERM");
       await exited;
       rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A private server, a client on it and a qless backend over that client, for the test file that
+ * calls this at its top level; read them inside tests (they exist once beforeAll ran).
+ */
+export function usePrivateQless(): { readonly redis: Redis; readonly backend: QlessBackend } {
+  let server: PrivateRedis | undefined;
+  let redis: Redis | undefined;
+  let backend: QlessBackend | undefined;
+  beforeAll(async () => {
+    server = await startPrivateRedis();
+    redis = server.connect();
+    backend = createQlessBackend({ redis });
+    await backend.ready();
+  });
+  afterAll(async () => {
+    await backend?.close();
+    await server?.stop();
+  });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error("usePrivateQless: used before beforeAll ran");
+    return value;
+  };
+  return {
+    get redis() {
+      return ready(redis);
+    },
+    get backend() {
+      return ready(backend);
     },
   };
 }
