@@ -2,11 +2,15 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cloudqProbe } from "@switchyard/cloudq-mongo/testing";
 import type { Backend, JobState } from "@switchyard/core";
 import { ADAPTERS } from "@switchyard/gateway";
+import { glideProbe } from "@switchyard/glidemq-valkey/testing";
+import { qlessProbe, queueOf as qlessQueueOf } from "@switchyard/qless-redis/testing";
+import { workerQueueProbe } from "@switchyard/workerqueue-sql/testing";
 import { Cluster, Redis } from "ioredis";
 import knexFactory, { type Knex } from "knex";
-import { MongoClient, ObjectId } from "mongodb";
+import { MongoClient } from "mongodb";
 import { serviceUrl } from "./support/services.js";
 
 /**
@@ -74,22 +78,12 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
       : knexFactory({ client: name === "postgres" ? "pg" : "mysql2", connection: url, pool: { min: 0, max: 2 } });
     return knex;
   };
-  const idText = name === "postgres" ? "cast(id as varchar)" : name === "mysql" ? "cast(id as char)" : "cast(id as text)";
-  const rowsOf = (queue: string) => db()(table).whereRaw("coalesce(sy_queue, 'default') = ?", [queue]);
+  const probe = () => workerQueueProbe(db(), table, name);
   return {
     name,
     spec,
-    async nativeState(queue, id) {
-      const row = await rowsOf(queue)
-        .select("status")
-        .where((q) => q.where("sy_job_id", id).orWhere((q2) => q2.whereNull("sy_job_id").whereRaw(`${idText} = ?`, [id])))
-        .first();
-      return row ? String(row.status) : null;
-    },
-    async countJobs(queue) {
-      const [row] = await rowsOf(queue).count({ n: "*" });
-      return Number(row?.n ?? 0);
-    },
+    nativeState: (queue, id) => probe().nativeState(queue, id),
+    countJobs: (queue) => probe().countJobs(queue),
     createdAtResolutionMs: 1,
     importDrops: [],
     nativeStates: {
@@ -119,33 +113,21 @@ export function redisUrl(db: number): string {
 function qlessStore(db: number): StoreUnderTest {
   const url = redisUrl(db);
   const redis = new Redis(url);
-  /** qless empties `queue` of a completed job; the history's last put (or our import marker) names it. */
-  const queueOf = async (jid: string): Promise<string | null> => {
-    const [queue, imported] = await redis.hmget(`ql:j:${jid}`, "queue", "switchyard.queue");
-    if (queue === null || queue === undefined) return null;
-    if (queue !== "") return queue;
-    if (imported) return imported;
-    const history = (await redis.lrange(`ql:j:${jid}-history`, 0, -1)).map(
-      (entry) => JSON.parse(entry) as [number, string, { q?: string }?],
-    );
-    return history.filter((entry) => entry[1] === "put").at(-1)?.[2]?.q ?? null;
-  };
   /** Every queue a probe was asked about; dispose() deletes their keys, so runs do not pile up in Redis. */
   const seen = new Set<string>();
   const jobsOf = async (queue: string): Promise<string[]> => {
     seen.add(queue);
     const jids = (await redis.keys("ql:j:*")).filter((key) => !/-(history|dependencies|dependents)$/.test(key)).map((key) => key.slice(5));
     const owned: string[] = [];
-    for (const jid of jids) if ((await queueOf(jid)) === queue) owned.push(jid);
+    for (const jid of jids) if ((await qlessQueueOf(redis, jid)) === queue) owned.push(jid);
     return owned;
   };
   return {
     name: "qless",
     spec: { type: "qless-redis", url, options: {} },
-    async nativeState(queue, id) {
+    nativeState: (queue, id) => {
       seen.add(queue);
-      if ((await queueOf(id)) !== queue) return null;
-      return redis.hget(`ql:j:${id}`, "state");
+      return qlessProbe(redis).nativeState(queue, id);
     },
     countJobs: async (queue) => (await jobsOf(queue)).length,
     createdAtResolutionMs: 1000,
@@ -213,9 +195,12 @@ function glideStore(db: number | "cluster"): StoreUnderTest {
     spec,
     nativeState: (queue, id) => {
       seen.add(queue);
-      return redis.hget(`glide:{${queue}}:job:${id}`, "state");
+      return glideProbe(redis).nativeState(queue, id);
     },
-    countJobs: async (queue) => (await keysOf(`glide:{${queue}}:job:*`)).length,
+    countJobs: (queue) => {
+      seen.add(queue);
+      return glideProbe(redis).countJobs(queue);
+    },
     createdAtResolutionMs: 1,
     importDrops: [],
     nativeStates: {
@@ -247,19 +232,13 @@ function cloudqStore(layout: { completion?: "remove" | "mark-deleted" }): StoreU
   const url = serviceUrl("mongo");
   const database = `cloudq_matrix_${randomSuffix()}`;
   const client = new MongoClient(url);
-  const jobs = () => client.db(database).collection("cloudq.jobs");
-  // Legacy servers address a job by `_id`; ids chosen by a caller or imported live in `switchyard.id`.
-  const filter = (queue: string, id: string) =>
-    /^[0-9a-f]{24}$/.test(id) ? { queue, _id: new ObjectId(id) } : { queue, "switchyard.id": id };
   const spec: BackendSpecInput = { type: "cloudq-mongo", url, options: { database, ...layout } };
+  const probe = cloudqProbe(() => client, database, "queue_state", layout.completion ?? "remove");
   return {
     name: "cloudq",
     spec,
-    async nativeState(queue, id) {
-      const document = await jobs().findOne(filter(queue, id));
-      return typeof document?.queue_state === "string" ? document.queue_state : null;
-    },
-    countJobs: (queue) => jobs().countDocuments({ queue }),
+    nativeState: (queue, id) => probe.nativeState(queue, id),
+    countJobs: (queue) => probe.countJobs(queue),
     createdAtResolutionMs: 1,
     importDrops: [],
     nativeStates: {

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { Probe } from "@switchyard/conformance";
 import type { Backend } from "@switchyard/core";
-import { MongoClient, ObjectId } from "mongodb";
+import { MongoClient } from "mongodb";
 import { afterAll, beforeAll } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
-import { type CompletionMode, type StateField, createCloudqBackend } from "../src/index.js";
+import { createCloudqBackend } from "../src/index.js";
+export { cloudqProbe, rawFilter } from "../src/testing.js";
 
 /** A database of its own per test file, so parallel files never see each other's jobs. */
 export function testDatabase(prefix: string): string {
@@ -20,34 +20,6 @@ export async function rawClient(): Promise<MongoClient> {
   const client = new MongoClient(mongoUrl());
   await client.connect();
   return client;
-}
-
-/** Finds the raw document of a job id the way the legacy servers address it (by `_id`), or by `switchyard.id`. */
-export function rawFilter(queue: string, id: string): Record<string, unknown> {
-  return /^[0-9a-f]{24}$/.test(id) ? { queue, _id: new ObjectId(id) } : { queue, "switchyard.id": id };
-}
-
-/** The conformance probe: findOne/countDocuments on `cloudq.jobs`, never through the adapter. */
-export function cloudqProbe(client: () => MongoClient, database: string, stateField: StateField, completion: CompletionMode): Probe {
-  const jobs = () => client().db(database).collection("cloudq.jobs");
-  return {
-    async nativeState(queue, id) {
-      const document = await jobs().findOne(rawFilter(queue, id));
-      if (!document) return null;
-      const state = document[stateField];
-      return typeof state === "string" ? state : null;
-    },
-    countJobs: (queue) => jobs().countDocuments({ queue }),
-    expectedStates: {
-      waiting: ["queued"],
-      delayed: ["queued"],
-      active: ["reserved"],
-      completed: completion === "remove" ? [null] : ["deleted"],
-      failed: ["failed"],
-      canceled: ["canceled"],
-      blocked: ["blocked"],
-    },
-  };
 }
 
 /**

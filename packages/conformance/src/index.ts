@@ -16,7 +16,8 @@ import { delaySuite, dependencySuite, prioritySuite } from "./suites/scheduling.
 import { cancelSuite, uniquenessSuite } from "./suites/uniqueness-cancel.js";
 import { unreachableSuite } from "./suites/unreachable.js";
 
-export type { ConformanceOptions, Probe, SuiteContext } from "./context.js";
+export type { ConformanceOptions, SuiteContext } from "./context.js";
+export type { Probe } from "@switchyard/core";
 export { eventually } from "./context.js";
 
 /**

@@ -9,3 +9,4 @@ export * from "./extensions.js";
 export * from "./guard.js";
 export * from "./inputs.js";
 export { storableText } from "./text.js";
+export type { Probe } from "./probe.js";

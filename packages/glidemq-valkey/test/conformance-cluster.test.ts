@@ -3,8 +3,8 @@ import { Cluster } from "ioredis";
 import { afterAll } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { GLIDEMQ_CAPABILITIES, clusterNodes, createGlideMqBackend } from "../src/index.js";
+import { glideProbe } from "../src/testing.js";
 import { recordingQueues, removeQueues } from "./support/cleanup.js";
-import { glideProbe } from "./support/probe.js";
 
 // The 3-primary Redis Cluster the test command starts on loopback: every key of a queue shares its
 // `{queue}` hash tag, so each script call runs on the one primary that owns the queue's slot.

@@ -3,8 +3,8 @@ import { Redis } from "ioredis";
 import { afterAll } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { GLIDEMQ_CAPABILITIES, createGlideMqBackend } from "../src/index.js";
+import { glideProbe } from "../src/testing.js";
 import { recordingQueues, removeQueues } from "./support/cleanup.js";
-import { glideProbe } from "./support/probe.js";
 
 // Standalone Redis, logical database 4 (glide-mq conformance).
 const url = `${serviceUrl("redis")}/4`;

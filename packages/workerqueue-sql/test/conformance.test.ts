@@ -1,7 +1,8 @@
 import { runConformance } from "@switchyard/conformance";
 import { afterAll } from "vitest";
 import { WORKERQUEUE_CAPABILITIES, createWorkerQueueBackend } from "../src/index.js";
-import { DIALECTS, idTextSql, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
+import { workerQueueProbe } from "../src/testing.js";
+import { DIALECTS, randomTable, rawKnex, removeSqliteFile, urlFor } from "./dialects.js";
 
 /** A store of each dialect that cannot be reached: a file that cannot be opened, a closed port. */
 const UNREACHABLE = {
@@ -31,28 +32,6 @@ for (const dialect of DIALECTS) {
       await backend.ready();
       return backend;
     },
-    probe: {
-      // The `status` column as the legacy daemons read it.
-      async nativeState(queue, id) {
-        const row = await probeDb(table)
-          .select("status")
-          .whereRaw("coalesce(sy_queue, 'default') = ?", [queue])
-          .where((q) => q.where("sy_job_id", id).orWhere((q2) => q2.whereNull("sy_job_id").whereRaw(`${idTextSql(dialect)} = ?`, [id])))
-          .first();
-        return row ? String(row.status) : null;
-      },
-      async countJobs(queue) {
-        const [row] = await probeDb(table).whereRaw("coalesce(sy_queue, 'default') = ?", [queue]).count({ n: "*" });
-        return Number(row?.n ?? 0);
-      },
-      expectedStates: {
-        waiting: ["pending"],
-        delayed: ["pending"],
-        active: ["loading", "processing"],
-        completed: ["complete"],
-        failed: ["error"],
-        canceled: ["error"],
-      },
-    },
+    probe: workerQueueProbe(probeDb, table, dialect),
   });
 }

@@ -38,11 +38,6 @@ export function nowSql(dialect: Dialect): string {
   return dialect === "sqlite" ? "CURRENT_TIMESTAMP" : "NOW()";
 }
 
-/** Compares the integer id column with a string id without tripping Postgres' type checks. */
-export function idTextSql(dialect: Dialect): string {
-  return dialect === "postgres" ? "cast(id as varchar)" : dialect === "mysql" ? "cast(id as char)" : "cast(id as text)";
-}
-
 /** The `workqd --install-schema` DDL (spec §1.2) in each dialect. */
 export function legacyDdl(dialect: Dialect, table: string): string {
   if (dialect === "mysql") {

@@ -1,6 +1,7 @@
-import type { Probe } from "@switchyard/conformance";
+// What @switchyard/conformance (and any test of a store shared with glide-mq) reads natively.
+import type { Probe } from "@switchyard/core";
 import { Cluster, type Redis } from "ioredis";
-import { queueKeys } from "../../src/keys.js";
+import { queueKeys } from "./keys.js";
 
 /**
  * Reads glide-mq's keys directly: the `state` field of `glide:{q}:job:<id>`, and the job hashes a
