@@ -112,7 +112,7 @@ describe("Cloudq door at /cloudq", () => {
     expect(stats.json).toContainEqual({ key: q, value: { published: 1, consumed: 1, complete: 1 } });
   });
 
-  it("maps Cloudq priority 1..100 (lower first) onto the core scale, and refuses one outside it", async () => {
+  it("maps Cloudq priority 1..100 (lower first) onto the core scale, and refuses one outside it or not a number", async () => {
     const q = queue();
     await t.request("POST", `/cloudq/${q}`, { job: { klass: "Late", args: [] } });
     await t.request("POST", `/cloudq/${q}`, { job: { klass: "Urgent", args: [] }, priority: 1 });
@@ -121,9 +121,21 @@ describe("Cloudq door at /cloudq", () => {
     );
     expect(late.priority).toBe(0);
     expect(urgent.priority).toBe(99);
-    const bad = await t.request("POST", `/cloudq/${q}`, { job: { klass: "K", args: [] }, priority: 0 });
-    expect(bad.status).toBe(400);
-    expect(bad.json).toMatchObject({ status: "error", message: expect.stringContaining("priority") });
+    for (const outside of [101, -1, "1"]) {
+      const bad = await t.request("POST", `/cloudq/${q}`, { job: { klass: "K", args: [] }, priority: outside });
+      expect(bad.status).toBe(400);
+      expect(bad.json).toMatchObject({ status: "error", message: expect.stringContaining("priority") });
+    }
+  });
+
+  it("priority 0 and null mean the default, as node-cloudq 2.x stores `priority || 100`", async () => {
+    const q = queue();
+    for (const priority of [0, null]) {
+      const res = await t.request("POST", `/cloudq/${q}`, { job: { klass: `P${priority}`, args: [] }, priority });
+      expect(res.json).toEqual({ status: "success" });
+    }
+    const jobs = (await t.request("GET", `/v1/queues/${q}/jobs?state=waiting`)).json.jobs as Array<{ priority: number }>;
+    expect(jobs.map((job) => job.priority)).toEqual([0, 0]);
   });
 });
 
@@ -196,11 +208,12 @@ describe("Cloudq basic auth", () => {
     await t.cleanup();
   });
 
-  it("refuses a request without credentials with 401, WWW-Authenticate and body Unauthorized, storing nothing", async () => {
+  it('refuses a request without credentials as node-cloudq 2.x (connect) does: 401, realm "Authorization Required", body Unauthorized with no Content-Type, storing nothing', async () => {
     const before = t.totalRows();
     const res = await t.request("POST", "/cloudq/secure", { job: { klass: "K", args: [] } });
     expect(res.status).toBe(401);
-    expect(res.headers.get("www-authenticate")).toBe('Basic realm="Authorization"');
+    expect(res.headers.get("www-authenticate")).toBe('Basic realm="Authorization Required"');
+    expect(res.headers.get("content-type")).toBeNull();
     expect(res.text).toBe("Unauthorized");
     expect(t.totalRows()).toBe(before);
   });

@@ -35,12 +35,16 @@ const CloudqJob = z.looseObject({
   args: z.custom<Json>((value) => value !== undefined, "args key required"),
 });
 
-const CloudqPriority = z
-  .number({ message: "priority must be an integer from 1 (first) to 100 (last)" })
-  .int("priority must be an integer from 1 (first) to 100 (last)")
-  .min(1, "priority must be an integer from 1 (first) to 100 (last)")
-  .max(100, "priority must be an integer from 1 (first) to 100 (last)")
-  .optional();
+/** node-cloudq 2.x stores `priority || 100`: 0 and null are the default, as is no priority at all. */
+const CloudqPriority = z.preprocess(
+  (value) => (value === 0 || value === null ? undefined : value),
+  z
+    .number({ message: "priority must be an integer from 1 (first) to 100 (last)" })
+    .int("priority must be an integer from 1 (first) to 100 (last)")
+    .min(1, "priority must be an integer from 1 (first) to 100 (last)")
+    .max(100, "priority must be an integer from 1 (first) to 100 (last)")
+    .optional(),
+);
 
 /** zod's first message alone: Cloudq clients get the servers' short texts (`klass key required`). */
 function parseCloudq<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
@@ -78,6 +82,8 @@ function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(digest(given), digest(expected));
 }
 
+const UNAUTHORIZED = new TextEncoder().encode("Unauthorized");
+
 /** node-cloudq 2.x basic auth: on only when both token and secret are set; 401 as connect answers it. */
 function basicAuth(token: string | null, secret: string | null): MiddlewareHandler<GatewayEnv> {
   return async (c, next) => {
@@ -91,7 +97,9 @@ function basicAuth(token: string | null, secret: string | null): MiddlewareHandl
     const userOk = sameSecret(user, token);
     const passwordOk = sameSecret(password, secret);
     if (match && userOk && passwordOk) return next();
-    return c.text("Unauthorized", 401, { "WWW-Authenticate": 'Basic realm="Authorization"' });
+    // connect's basicAuth, which node-cloudq 2.x uses: its default realm, the text, and no Content-Type
+    // (bytes, since a string body would get text/plain from the Response constructor).
+    return c.body(UNAUTHORIZED, 401, { "WWW-Authenticate": 'Basic realm="Authorization Required"' });
   };
 }
 
