@@ -10,3 +10,4 @@ export * from "./guard.js";
 export * from "./inputs.js";
 export { storableText } from "./text.js";
 export type { Probe } from "./probe.js";
+export * from "./lua.js";

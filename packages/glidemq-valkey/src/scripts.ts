@@ -1,7 +1,6 @@
-import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { type LuaScript, luaScript, runLuaScript } from "@switchyard/core";
 import type { Cluster, Redis } from "ioredis";
 
 /** A Redis or Redis Cluster client of ioredis; every key of a call shares one hash tag. */
@@ -24,30 +23,24 @@ export type ScriptName =
   | "flow"
   | "count-prioritized";
 
-interface LoadedScript {
-  name: ScriptName;
-  source: string;
-  sha: string;
-}
-
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
   const here = fileURLToPath(new URL("./lua/", import.meta.url));
   return existsSync(here) ? here : fileURLToPath(new URL("../src/lua/", import.meta.url));
 }
 
-const cache = new Map<ScriptName, LoadedScript>();
+const cache = new Map<ScriptName, LuaScript>();
 /** Helpers prepended to every operation, in dependency order. */
 const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua", "complete.lua"];
 
 /** The script text: the lib/ helpers, then the operation. Run by EVALSHA; no server function names. */
-export function script(name: ScriptName): LoadedScript {
+export function script(name: ScriptName): LuaScript {
   let loaded = cache.get(name);
   if (!loaded) {
     const dir = luaDir();
     const helpers = LIBRARY.map((file) => readFileSync(`${dir}lib/${file}`, "utf8"));
     const source = `${helpers.join("\n")}\n${readFileSync(`${dir}${name}.lua`, "utf8")}`;
-    loaded = { name, source, sha: createHash("sha1").update(source).digest("hex") };
+    loaded = luaScript(source);
     cache.set(name, loaded);
   }
   return loaded;
@@ -81,15 +74,9 @@ export async function loadScripts(client: RedisClient): Promise<void> {
   await Promise.all(nodes.flatMap((node) => ALL.map((name) => node.script("LOAD", script(name).source))));
 }
 
-/** EVALSHA, falling back to EVAL when the server lost its script cache (restart, SCRIPT FLUSH). */
-export async function runScript(client: RedisClient, name: ScriptName, keys: string[], args: Array<string | number>): Promise<unknown> {
-  const { sha, source } = script(name);
-  try {
-    return await client.evalsha(sha, keys.length, ...keys, ...args);
-  } catch (error) {
-    if (error instanceof Error && error.message.startsWith("NOSCRIPT")) return client.eval(source, keys.length, ...keys, ...args);
-    throw error;
-  }
+/** One operation's script, by EVALSHA (EVAL if the server lost its script cache). */
+export function runScript(client: RedisClient, name: ScriptName, keys: string[], args: Array<string | number>): Promise<unknown> {
+  return runLuaScript(client, script(name), keys, args);
 }
 
 export { isCluster };

@@ -1,8 +1,7 @@
-import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { QlessCommandError, type QlessReply } from "@switchyard/core";
+import { type LuaScript, QlessCommandError, type QlessReply, isNoScriptError, luaScript, runLuaScript } from "@switchyard/core";
 import type { Redis } from "ioredis";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -21,14 +20,11 @@ export function qlessScriptSource(): string {
   return files.map((name) => readFileSync(join(LUA_DIR, name), "utf8")).join("\n");
 }
 
-let cached: { source: string; sha: string } | undefined;
+let cached: LuaScript | undefined;
 
 /** The assembled script and its SHA-1, as SCRIPT LOAD would report it. */
-export function qlessScript(): { source: string; sha: string } {
-  if (!cached) {
-    const source = qlessScriptSource();
-    cached = { source, sha: createHash("sha1").update(source).digest("hex") };
-  }
+export function qlessScript(): LuaScript {
+  cached ??= luaScript(qlessScriptSource());
   return cached;
 }
 
@@ -48,33 +44,18 @@ export function qlessErrorMessage(raw: string): string {
   return message;
 }
 
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith("NOSCRIPT");
-}
-
-/**
- * Runs one qless command: EVALSHA with the SCRIPT LOAD fallback on NOSCRIPT, as the Ruby client
- * does. `now` is epoch seconds (a float is fine), sent in plain decimal notation.
- */
+/** Runs one qless command. `now` is epoch seconds (a float is fine), sent in plain decimal notation. */
 export async function callQless(redis: Redis, command: string, now: number | string, ...args: (string | number)[]): Promise<QlessReply> {
   return callQlessRaw(redis, [command, typeof now === "number" ? formatNow(now) : now, ...args.map(String)]);
 }
 
 /** Sends an argument list exactly as given (command, now, args), even an incomplete one. */
 export async function callQlessRaw(redis: Redis, argv: string[]): Promise<QlessReply> {
-  const { source, sha } = qlessScript();
-  const command = argv[0] ?? "";
   try {
-    try {
-      return (await redis.evalsha(sha, 0, ...argv)) as QlessReply;
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      await redis.script("LOAD", source);
-      return (await redis.evalsha(sha, 0, ...argv)) as QlessReply;
-    }
+    return (await runLuaScript(redis, qlessScript(), [], argv)) as QlessReply;
   } catch (error) {
-    if (error instanceof Error && !isNoScript(error) && /^ERR |user_script/.test(error.message)) {
-      throw new QlessScriptError(command, qlessErrorMessage(error.message), { cause: error });
+    if (error instanceof Error && !isNoScriptError(error) && /^ERR |user_script/.test(error.message)) {
+      throw new QlessScriptError(argv[0] ?? "", qlessErrorMessage(error.message), { cause: error });
     }
     throw error;
   }

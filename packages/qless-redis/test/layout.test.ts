@@ -2,7 +2,7 @@ import { eventually } from "@switchyard/conformance";
 import type { Job } from "@switchyard/core";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type QlessBackend, QlessScriptError, callQless, createQlessBackend, qlessErrorMessage } from "../src/index.js";
+import { type QlessBackend, QlessScriptError, callQless, createQlessBackend, qlessErrorMessage, qlessScript } from "../src/index.js";
 import { type PrivateRedis, startPrivateRedis } from "./helpers/private-redis.js";
 
 // The native layout as qless clients read it. A private server: these rules look at server-wide
@@ -261,9 +261,10 @@ describe("qless-redis native layout", () => {
     expect(again.job.id).not.toBe(job.id);
   });
 
-  it("the script loads itself again after SCRIPT FLUSH (NOSCRIPT fallback)", async () => {
+  it("the script loads itself again after SCRIPT FLUSH (NOSCRIPT fallback), and later calls find it cached", async () => {
     await redis.script("FLUSH");
     expect(await callQless(redis, "config.get", Date.now() / 1000, "heartbeat")).toBe(60);
+    expect(await redis.script("EXISTS", qlessScript().sha)).toEqual([1]);
   });
 
   it("qless errors come back with qless's own message, and map to typed errors", async () => {
