@@ -11,6 +11,7 @@ import { qlessDoor } from "./doors/qless.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { mountReference } from "./reference.js";
 import { QueueRouter } from "./router.js";
+import { Wakeups, wakingBackend } from "./wakeups.js";
 
 /** The doors of this build, mounted in this order; Cloudq last, since it may also own `/:queue`. */
 export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, cloudqDoor];
@@ -29,6 +30,8 @@ export interface Gateway {
   config: Config;
   router: QueueRouter;
   backends: Map<string, NamedBackend>;
+  /** The reservers parked in long polls, and what wakes them. */
+  wakeups: Wakeups;
   /** Closes every backend; safe to call twice. */
   close(): Promise<void>;
 }
@@ -84,7 +87,9 @@ function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
   const config = parseConfig(options.config, "config", adapters);
-  const backends = await openBackends(config, adapters);
+  const wakeups = new Wakeups();
+  const opened = await openBackends(config, adapters);
+  const backends = new Map([...opened].map(([name, named]) => [name, { ...named, backend: wakingBackend(named.backend, wakeups) }]));
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;
 
@@ -103,7 +108,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json({ status: ok ? ("ok" as const) : ("unavailable" as const), backends: Object.fromEntries(entries) }, ok ? 200 : 503);
   });
 
-  const context = { router, backends, config, env, adapters };
+  const context = { router, backends, wakeups, config, env, adapters };
   for (const door of DOORS) door.mount(app, context);
 
   let closing: Promise<void> | undefined;
@@ -112,6 +117,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     config,
     router,
     backends,
+    wakeups,
     close: () => {
       closing ??= closeBackends(backends);
       return closing;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type TestGateway, openTestGateway } from "./helpers.js";
+import { type TestGateway, openTestGateway, until } from "./helpers.js";
 
 let counter = 0;
 const queue = () => `cq-${process.pid}-${++counter}`;
@@ -177,21 +177,22 @@ describe("Cloudq long polling (doors.cloudq.longPollMs)", () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(550);
   });
 
-  it("a job published while a GET waits is handed to that GET at once", async () => {
+  it("a job published while a GET waits is handed to that GET at once, woken rather than found by the next look", async () => {
     const waiting = t.request("GET", "/cloudq/poll-job");
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await until(() => t.gateway.wakeups.parked("poll-job") === 1, "the GET to park");
     const started = Date.now();
     await t.request("POST", "/cloudq/poll-job", { job: { klass: "Late", args: [1] } });
     const got = await waiting;
     expect(got.json).toMatchObject({ klass: "Late", args: [1] });
-    expect(Date.now() - started).toBeLessThan(450);
+    expect(Date.now() - started).toBeLessThan(t.gateway.wakeups.pollMs);
   });
 
   it("a GET whose client went away stops waiting and reserves nothing it could not hand over", async () => {
     const client = new AbortController();
     const abandoned = t.gateway.app.request("/cloudq/poll-gone", { signal: client.signal });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(() => t.gateway.wakeups.parked("poll-gone") === 1, "the GET to park");
     client.abort();
+    await until(() => t.gateway.wakeups.parked("poll-gone") === 0, "the abandoned GET to stop waiting");
     await t.request("POST", "/cloudq/poll-gone", { job: { klass: "Kept", args: [] } });
     await Promise.resolve(abandoned).catch(() => undefined);
     const next = await t.request("GET", "/cloudq/poll-gone");

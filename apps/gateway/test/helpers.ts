@@ -94,3 +94,12 @@ export const CLI_FROM_SOURCE = [
   "--conditions=@switchyard/source",
   fileURLToPath(new URL("../src/cli.ts", import.meta.url)),
 ];
+
+/** Waits until `check` holds, looking again every 10 ms; fails naming `what` after `timeoutMs`. */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

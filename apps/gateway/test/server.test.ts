@@ -6,19 +6,11 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli.js";
 import { startServer } from "../src/index.js";
-import { CLI_FROM_SOURCE } from "./helpers.js";
+import { CLI_FROM_SOURCE, until } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-server-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const sqlite = (name: string) => ({ backends: { main: { type: "workerqueue-sql" as const, url: `sqlite:${join(dir, name)}` } } });
-
-async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe("HTTP server", () => {
   it("serves over real HTTP and, on close, finishes an in-flight request before closing the backends", async () => {
@@ -49,7 +41,13 @@ describe("HTTP server", () => {
     const closing = server.close().then(() => {
       closed = true;
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Shutdown is under way once the port refuses new connections (idle keep-alive ones are swept too).
+    const refused = () =>
+      fetch(`${server.url}/health`).then(
+        () => false,
+        () => true,
+      );
+    await until(refused, "the gateway to stop accepting connections");
     expect(closed).toBe(false);
     sendRest();
 

@@ -16,6 +16,7 @@ import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
 import { errorFormat, limitBody, readJson } from "../http.js";
 import type { QueueRouter } from "../router.js";
+import type { Wakeups } from "../wakeups.js";
 import type { Door } from "./door.js";
 
 /** The lease holder of jobs reserved through this door; Cloudq's DELETE completes without naming one. */
@@ -122,35 +123,18 @@ async function finish(backend: Backend, queue: string, id: string): Promise<void
   throw new InvalidStateError(`job ${id} in queue ${queue} keeps changing state; try again`);
 }
 
-/** Between two looks at the queue during a long poll: short enough that a job waits little. */
-const LONG_POLL_INTERVAL_MS = 50;
-
-/**
- * Long polling: looks again until a job comes, the wait is over or the client goes away. Polling
- * the backend keeps the door store-agnostic and holds no job state in the gateway, so a job
- * published through another gateway process is found as soon as one published here.
- */
-async function waitFor(reserve: () => Promise<Job | undefined>, waitMs: number, aborted: AbortSignal): Promise<Job | undefined> {
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    // Looked at before reserving: a job reserved for a client that has gone would sit out its lease.
-    if (aborted.aborted) return undefined;
-    const job = await reserve();
-    if (job || Date.now() >= deadline) return job;
-    await new Promise((resolve) => setTimeout(resolve, Math.min(LONG_POLL_INTERVAL_MS, deadline - Date.now())));
-  }
-}
-
 export interface CloudqDoorOptions {
   config: CloudqDoorConfig;
   /** Where TOKEN and SECRET are read when the config leaves them null. */
   env: Record<string, string | undefined>;
   /** Whose native keys are the adapters' own, not a producer's extras to hand back. */
   adapters: readonly AdapterDescriptor[];
+  /** Where a GET waiting out `longPollMs` parks until a job may have come. */
+  wakeups: Wakeups;
 }
 
 /** The Cloudq door (spec §1, §4.4): POST/PUT publish, GET reserve, DELETE finish, GET /stats. */
-export function createCloudqDoor(router: QueueRouter, { config, env, adapters }: CloudqDoorOptions): Hono<GatewayEnv> {
+export function createCloudqDoor(router: QueueRouter, { config, env, adapters, wakeups }: CloudqDoorOptions): Hono<GatewayEnv> {
   const door = new Hono<GatewayEnv>();
   const cloudq = errorFormat("cloudq");
   const auth = basicAuth(config.token ?? env.TOKEN ?? null, config.secret ?? env.SECRET ?? null);
@@ -180,7 +164,7 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters }:
     const queue = c.req.param("queue");
     const backend = router.backendFor(queue);
     const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
-    const job = await waitFor(reserve, config.longPollMs, c.req.raw.signal);
+    const job = await wakeups.reserveWaiting(queue, reserve, config.longPollMs, c.req.raw.signal);
     return c.json(job ? reservedBody(job, adapters) : { status: "empty" });
   });
 
@@ -196,8 +180,8 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters }:
 /** The Cloudq door at `/cloudq`, and also at `/` when `doors.cloudq.mountAtRoot` says so. */
 export const cloudqDoor: Door = {
   name: "cloudq",
-  mount(app, { router, config, env, adapters }) {
-    const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters });
+  mount(app, { router, config, env, adapters, wakeups }) {
+    const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters, wakeups });
     app.route("/cloudq", door);
     if (config.doors.cloudq.mountAtRoot) app.route("/", door);
   },

@@ -4,11 +4,14 @@ import type { NamedBackend } from "../backends.js";
 import type { Config } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
 import type { QueueRouter } from "../router.js";
+import type { Wakeups } from "../wakeups.js";
 
 /** What every door is given: the router to the backends, and the configuration it answers under. */
 export interface DoorContext {
   router: QueueRouter;
   backends: Map<string, NamedBackend>;
+  /** Where a long poll parks, to be woken when a job may have come. */
+  wakeups: Wakeups;
   config: Config;
   /** Where credentials such as TOKEN and SECRET are read. */
   env: Record<string, string | undefined>;

@@ -1,0 +1,86 @@
+import type { Backend, Job } from "@switchyard/core";
+
+/**
+ * Reservers parked on a queue, and what wakes them. A job enqueued through this gateway wakes the
+ * reservers of its queue at once; jobs that arrive another way (a legacy producer, another gateway
+ * process, a lease running out) are found by looking again every `pollMs`, and a Worker Queue
+ * datagram wakes every queue, as it wakes a legacy master.
+ */
+export class Wakeups {
+  readonly #parked = new Map<string, Set<() => void>>();
+
+  constructor(readonly pollMs = 100) {}
+
+  /** Resolves on the next wake of `queue`, after `ms`, or when `signal` aborts, whichever is first. */
+  sleep(queue: string, ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const parked = this.#parked.get(queue) ?? new Set();
+      this.#parked.set(queue, parked);
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        parked.delete(done);
+        if (parked.size === 0 && this.#parked.get(queue) === parked) this.#parked.delete(queue);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+      parked.add(done);
+    });
+  }
+
+  wake(queue: string): void {
+    for (const done of [...(this.#parked.get(queue) ?? [])]) done();
+  }
+
+  wakeAll(): void {
+    for (const queue of [...this.#parked.keys()]) this.wake(queue);
+  }
+
+  /** How many reservers wait on `queue` right now (on every queue without one). */
+  parked(queue?: string): number {
+    if (queue !== undefined) return this.#parked.get(queue)?.size ?? 0;
+    let total = 0;
+    for (const parked of this.#parked.values()) total += parked.size;
+    return total;
+  }
+
+  /**
+   * Reserves until a job comes, `waitMs` is over or the client goes away (`signal`). The signal is
+   * looked at before each reserve: a job reserved for a client that has gone would sit out its lease.
+   */
+  async reserveWaiting(
+    queue: string,
+    reserve: () => Promise<Job | undefined>,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<Job | undefined> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      if (signal.aborted) return undefined;
+      const job = await reserve();
+      const left = deadline - Date.now();
+      if (job || left <= 0) return job;
+      await this.sleep(queue, Math.min(this.pollMs, left), signal);
+    }
+  }
+}
+
+/** The calls after which a queue may hold a job a parked reserver could take. */
+const MAKES_JOBS_CLAIMABLE = new Set<string | symbol>(["enqueue", "enqueueBulk", "import", "resume", "fail"]);
+
+/** The backend, waking the reservers of a queue after each call that may have made a job claimable there. */
+export function wakingBackend<B extends Backend>(backend: B, wakeups: Wakeups): B {
+  return new Proxy(backend, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      if (!MAKES_JOBS_CLAIMABLE.has(property)) return value.bind(target);
+      return async (queue: string, ...rest: unknown[]) => {
+        const result = await value.call(target, queue, ...rest);
+        wakeups.wake(queue);
+        return result;
+      };
+    },
+  });
+}
