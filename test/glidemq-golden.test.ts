@@ -14,6 +14,7 @@ import {
   setPaused,
 } from "../packages/glidemq-valkey/src/index.js";
 import { Normaliser, dumpDatabase } from "../packages/glidemq-valkey/test/support/key-dump.js";
+import { untilPendingIdle } from "../packages/glidemq-valkey/test/support/pending.js";
 import { type Outcome, type Processor, ReplayWorker } from "../packages/glidemq-valkey/test/support/replay-worker.js";
 import { serviceUrl } from "./support/services.js";
 
@@ -199,10 +200,9 @@ describe("glidemq-valkey: golden traces of glide-mq 0.15.4, replayed step by ste
           case "worker.start":
           case "worker.run": {
             const opts = step.opts ?? {};
-            if (Number(opts.stalledInterval ?? 30_000) <= 1000) {
-              // XAUTOCLAIM measures idle time on the server's real clock: the recording waited > 1 s.
-              await new Promise((resolve) => setTimeout(resolve, 1100));
-            }
+            const stalledInterval = Number(opts.stalledInterval ?? 30_000);
+            // The recording waited until its pending entries were idle long enough for the worker's XAUTOCLAIM.
+            if (stalledInterval <= 1000) await untilPendingIdle(redis, keys, stalledInterval);
             worker = newWorker(opts);
             await worker.start();
             actual = step.where === "separate process" ? { activeJobId: worker.held?.id } : { processed: newlyProcessed(worker) };

@@ -15,6 +15,7 @@ import {
   toGlidePriority,
 } from "../src/index.js";
 import { removeQueues } from "./support/cleanup.js";
+import { untilPendingIdle } from "./support/pending.js";
 
 // What the conformance suite cannot see: the native glide-mq keys our writes leave, read directly.
 const url = `${serviceUrl("redis")}/4`;
@@ -258,7 +259,7 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     const leased = await recovering.enqueue(q, { name: "leased" });
     await recovering.reserve(q, { worker: "w", leaseMs: 60_000 });
     await redis.hset(k.job(leased.job.id), "lastActive", String(Date.now() - 60_000));
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await untilPendingIdle(redis, k, 50); // idle past stalledInterval: XAUTOCLAIM would take it, were it not leased
     await recovering.close();
     const second = createGlideMqBackend({ redis, stalledRecovery: { stalledInterval: 50, lockDuration: 1000 } });
     expect(await second.reserve(q, { worker: "x" })).toEqual([]);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { GlideConsumer, GlideProducer, GlideWorker, UNRECOVERABLE, jobCounts, queueKeys, setPaused } from "../src/index.js";
 import { removeQueues } from "./support/cleanup.js";
+import { watchCommands } from "./support/monitor.js";
 
 const url = `${serviceUrl("redis")}/4`;
 let redis: Redis;
@@ -126,9 +127,15 @@ describe("glidemq-valkey: GlideWorker", () => {
     await setPaused(redis, k, true);
     await new GlideProducer(redis, q).add("wait", 1);
     let ran = 0;
+    const pauseChecks = await watchCommands(
+      redis,
+      ([command, key, field]) => command?.toLowerCase() === "hget" && key === k.meta && field === "paused",
+    );
     const worker = new GlideWorker(redis, q, () => ran++, { promotionInterval: 20, blockTimeout: 100 });
     await worker.start();
-    await new Promise((resolve) => setTimeout(resolve, 300)); // a window in which a claim would have happened
+    // Two looks at meta.paused: the worker has come round its claim loop twice and claimed nothing.
+    await eventually(async () => pauseChecks.count() >= 2, "the worker to look at meta.paused twice");
+    pauseChecks.stop();
     expect(ran).toBe(0);
     await setPaused(redis, k, false);
     await eventually(async () => ran === 1, "the job after resume");
