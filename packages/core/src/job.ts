@@ -16,6 +16,13 @@ export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
 /** The longest wait a delay or a backoff may ask for (a year); later runs take an explicit runAt. */
 export const MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000;
 
+/**
+ * The latest `runAt`, 2^42 - 1 ms (2109-05-15T07:35:11.103Z): glide-mq's scheduled score is
+ * `priority * 2^42 + time`, so a later time would spill into the priority. Every store takes the
+ * same bound, so a job moves between stores unchanged.
+ */
+export const MAX_RUN_AT = 2 ** 42 - 1;
+
 export const BackoffSchema = z.object({
   type: z.enum(["fixed", "exponential"]),
   /** Base delay in milliseconds: fixed waits `delay`, exponential waits `delay * 2^(attempts-1)`. */
@@ -76,7 +83,7 @@ export const EnqueueInputSchema = z
     priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
     /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
     delay: z.number().int().nonnegative().max(MAX_DELAY_MS).optional(),
-    runAt: z.number().int().nonnegative().optional(),
+    runAt: z.number().int().nonnegative().max(MAX_RUN_AT).optional(),
     maxAttempts: z.number().int().positive().max(1_000_000).default(DEFAULT_MAX_ATTEMPTS),
     backoff: BackoffSchema.nullable().default(null),
     tags: z.array(z.string().min(1)).default([]),

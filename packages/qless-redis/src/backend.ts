@@ -116,17 +116,19 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
   /** One job as switchyard.enqueue-many takes it: every value a string, as qless's put reads its argv. */
   function enqueueRecord(input: ReturnType<typeof normalizeEnqueueInput>, now: number) {
     const runAt = runAtOf(input, now);
+    // Each put has its own instant, as separate puts would: equal priorities keep batch order. The
+    // delay counts from that same instant, so that qless's `now + delay` lands on runAt exactly.
+    const putAt = monotonicNow();
     const meta: SwitchyardMeta = {};
     if (input.backoff) meta.backoff = input.backoff;
     if (input.uniqueKey) meta.uniqueKey = input.uniqueKey;
     if (input.native && Object.keys(input.native).length > 0) meta.native = input.native;
     return {
-      // Each put has its own instant, as separate puts would: equal priorities keep batch order.
-      now: formatNow(monotonicNow()),
+      now: formatNow(putAt),
       jid: input.id ?? randomUUID().replaceAll("-", ""),
       klass: input.name,
       data: JSON.stringify(input.data),
-      delay: String(runAt === null ? 0 : (runAt - now) / 1000),
+      delay: String(runAt === null ? 0 : Math.max(0, runAt / 1000 - putAt)),
       priority: String(input.priority),
       tags: JSON.stringify(input.tags),
       retries: String(input.maxAttempts - 1),

@@ -1,4 +1,4 @@
-import type { Json } from "@switchyard/core";
+import { type Json, MAX_RUN_AT, ValidationError } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { type ConformanceOptions, expectNativeState, titled, useBackend } from "../context.js";
 
@@ -41,6 +41,15 @@ export function enqueueSuite(options: ConformanceOptions): void {
       expect((await ctx.backend.get(queue, job.id))?.data).toEqual(data);
       const [reserved] = await ctx.backend.reserve(queue, { worker: "w" });
       expect(reserved?.data).toEqual(data);
+    });
+
+    it("the latest runAt the job model allows (MAX_RUN_AT) is stored and read back exactly; one past it is a ValidationError", async () => {
+      const queue = ctx.queue();
+      const { job } = await ctx.backend.enqueue(queue, { name: "far-future", runAt: MAX_RUN_AT });
+      expect(job).toMatchObject({ state: "delayed", runAt: MAX_RUN_AT });
+      expect((await ctx.backend.get(queue, job.id))?.runAt).toBe(MAX_RUN_AT);
+      await expect(ctx.backend.enqueue(queue, { name: "too-far", runAt: MAX_RUN_AT + 1 })).rejects.toBeInstanceOf(ValidationError);
+      expect(await ctx.probe.countJobs(queue)).toBe(1);
     });
 
     it("enqueueBulk(queue, jobs) creates every job with distinct ids, in order", async () => {
