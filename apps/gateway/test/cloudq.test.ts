@@ -120,12 +120,29 @@ describe("Cloudq door at /cloudq", () => {
       (x: { name: string }, y: { name: string }) => x.name.localeCompare(y.name),
     );
     expect(late.priority).toBe(0);
-    expect(urgent.priority).toBe(99);
-    for (const outside of [101, -1, "1"]) {
+    expect(urgent.priority).toBe(99_000);
+    for (const outside of [101, 100.5, 0.5, -1, "1"]) {
       const bad = await t.request("POST", `/cloudq/${q}`, { job: { klass: "K", args: [] }, priority: outside });
       expect(bad.status).toBe(400);
       expect(bad.json).toMatchObject({ status: "error", message: expect.stringContaining("priority") });
     }
+  });
+
+  it("a non-integer priority inside 1..100 is accepted and served in its place among the others", async () => {
+    const q = queue();
+    for (const [klass, priority] of [
+      ["Two", 2],
+      ["OneAndAHalf", 1.5],
+      ["Default", undefined],
+      ["One", 1],
+      ["OneAndAQuarter", 1.25],
+    ] as const) {
+      const res = await t.request("POST", `/cloudq/${q}`, { job: { klass, args: [] }, priority });
+      expect(res.json).toEqual({ status: "success" });
+    }
+    const served = [];
+    for (let i = 0; i < 5; i++) served.push((await t.request("GET", `/cloudq/${q}`)).json.klass);
+    expect(served).toEqual(["One", "OneAndAQuarter", "OneAndAHalf", "Two", "Default"]);
   });
 
   it("priority 0 and null mean the default, as node-cloudq 2.x stores `priority || 100`", async () => {

@@ -24,6 +24,15 @@ export const CLOUDQ_WORKER = "cloudq";
 
 /** node-cloudq 2.x: priorities 1..100, lower first, default 100. Core: larger first, default 0. */
 const CLOUDQ_DEFAULT_PRIORITY = 100;
+/**
+ * Core priorities are whole numbers, Cloudq's need not be (1.5 runs between 1 and 2), so Cloudq
+ * priority p maps to core `round((100 - p) * 1000)`: in order to a thousandth, default still 0.
+ */
+const CLOUDQ_PRIORITY_SCALE = 1000;
+
+export function corePriority(cloudqPriority: number): number {
+  return Math.round((CLOUDQ_DEFAULT_PRIORITY - cloudqPriority) * CLOUDQ_PRIORITY_SCALE);
+}
 
 /** Keys the GET answer sets itself; a job's native fields of the same name must not shadow them. */
 const RESERVED_KEYS = new Set(["klass", "args", "id", "job", "status", "ok"]);
@@ -36,15 +45,12 @@ const CloudqJob = z.looseObject({
   args: z.custom<Json>((value) => value !== undefined, "args key required"),
 });
 
+const PRIORITY_RANGE = "priority must be a number from 1 (first) to 100 (last)";
+
 /** node-cloudq 2.x stores `priority || 100`: 0 and null are the default, as is no priority at all. */
 const CloudqPriority = z.preprocess(
   (value) => (value === 0 || value === null ? undefined : value),
-  z
-    .number({ message: "priority must be an integer from 1 (first) to 100 (last)" })
-    .int("priority must be an integer from 1 (first) to 100 (last)")
-    .min(1, "priority must be an integer from 1 (first) to 100 (last)")
-    .max(100, "priority must be an integer from 1 (first) to 100 (last)")
-    .optional(),
+  z.number({ message: PRIORITY_RANGE }).min(1, PRIORITY_RANGE).max(100, PRIORITY_RANGE).optional(),
 );
 
 /** zod's first message alone: Cloudq clients get the servers' short texts (`klass key required`). */
@@ -66,7 +72,7 @@ export function publishInput(body: unknown): EnqueueInput {
   const cloudqPriority = parseCloudq(CloudqPriority, bare ? rest.priority : envelope.priority);
   const extra = Object.fromEntries(Object.entries(rest).filter(([key]) => !(bare && key === "priority")));
   const input: EnqueueInput = { name: klass, data: Array.isArray(args) ? args : [args] };
-  if (cloudqPriority !== undefined) input.priority = CLOUDQ_DEFAULT_PRIORITY - cloudqPriority;
+  if (cloudqPriority !== undefined) input.priority = corePriority(cloudqPriority);
   if (Object.keys(extra).length > 0) input.native = extra;
   return input;
 }
