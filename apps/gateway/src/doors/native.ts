@@ -1,75 +1,16 @@
-import { OpenAPIHono, type RouteConfig, createRoute } from "@hono/zod-openapi";
-import { NotFoundError, ValidationError } from "@switchyard/core";
-import type { MiddlewareHandler } from "hono";
-import type { ZodError } from "zod";
-import type { GatewayEnv } from "../errors.js";
-import { errorFormat, limitBody, readJson } from "../http.js";
+import { NotFoundError } from "@switchyard/core";
+import { errorFormat, limitBody } from "../http.js";
+import { BACKEND_ERRORS, body, declaredDoor, errors, json, route } from "./declare.js";
 import type { Door } from "./door.js";
 import * as S from "./native-schemas.js";
-
-const REASONS: Record<number, string> = {
-  400: "Bad input: malformed JSON, a field that does not validate",
-  404: "No such job, or no route matches the queue",
-  409: "The lease was lost or the job is in a state that does not allow this",
-  413: "The body is larger than 1 MiB",
-  501: "The queue's backend cannot honour this operation",
-  503: "The queue's backend is unavailable",
-};
-
-/** The error answers a route gives, each with the `{error:{code,message}}` body. */
-function errors(...statuses: number[]): RouteConfig["responses"] {
-  const body = { content: { "application/json": { schema: S.ErrorResponse } } };
-  return Object.fromEntries(statuses.map((status) => [status, { description: REASONS[status] ?? String(status), ...body }]));
-}
-
-/** Every route that reaches a backend may meet bad input, an unrouted queue, a store that cannot or is down. */
-const BACKEND_ERRORS = [400, 404, 501, 503];
-
-/**
- * Reads the JSON body whatever the Content-Type says (curl -d sends form-encoded headers with JSON
- * bodies), refusing an empty or too deeply nested one, and hands it to the route's validator.
- */
-function jsonBody(optional: boolean): MiddlewareHandler<GatewayEnv> {
-  return async (c, next) => {
-    // The validator parses the cached text again; an optional body left out validates as `{}`.
-    // (Hono keeps the body promises in bodyCache, whatever its type says.)
-    const cache = c.req.bodyCache as { text?: Promise<string> };
-    if ((await readJson(c, { optional })) === undefined) cache.text = Promise.resolve("{}");
-    c.req.raw.headers.set("content-type", "application/json");
-    await next();
-  };
-}
-
-function body<T extends import("zod").ZodType>(schema: T, optional = false) {
-  return {
-    middleware: [jsonBody(optional)],
-    body: { content: { "application/json": { schema } }, required: !optional },
-  };
-}
-
-function route<R extends RouteConfig>(config: R): R {
-  return createRoute(config);
-}
-
-/** A zod failure as the gateway words every validation error: `invalid body: jobs.1.name: ...`. */
-function describeIssues(error: ZodError, target: string): string {
-  const what = target === "json" ? "body" : target;
-  const details = error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : what}: ${issue.message}`);
-  return `invalid ${what}: ${details.join("; ")}`;
-}
 
 /** The canonical REST door at `/v1`: every core operation, one route each, described at /openapi.json. */
 export const nativeDoor: Door = {
   name: "native",
   mount(app, { router }) {
-    const door = new OpenAPIHono<GatewayEnv>({
-      defaultHook: (result) => {
-        if (!result.success) throw new ValidationError(describeIssues(result.error as ZodError, result.target));
-      },
-    });
+    const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const on = (queue: string) => router.backendFor(queue);
-    const json = (description: string, schema: import("zod").ZodType) => ({ description, content: { "application/json": { schema } } });
 
     door.openapi(
       route({

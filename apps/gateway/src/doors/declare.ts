@@ -1,0 +1,78 @@
+import { OpenAPIHono, type RouteConfig, createRoute } from "@hono/zod-openapi";
+import { ValidationError } from "@switchyard/core";
+import type { MiddlewareHandler } from "hono";
+import type { ZodError, ZodType } from "zod";
+import type { GatewayEnv } from "../errors.js";
+import { readJson } from "../http.js";
+import { ErrorResponse } from "./native-schemas.js";
+
+/*
+ * What the doors declared with @hono/zod-openapi share: routes whose zod schemas both validate the
+ * request and describe it in /openapi.json, the error answers they list, and JSON bodies read the
+ * gateway's way. A validation failure is a ValidationError, answered in the door's own error shape.
+ */
+
+const REASONS: Record<number, string> = {
+  400: "Bad input: malformed JSON, a field that does not validate",
+  404: "No such job, or no route matches the queue",
+  409: "The lease was lost or the job is in a state that does not allow this",
+  413: "The body is larger than 1 MiB",
+  501: "The queue's backend cannot honour this operation",
+  503: "The queue's backend is unavailable",
+};
+
+/** The error answers a route gives, each with the `{error:{code,message}}` body. */
+export function errors(...statuses: number[]): RouteConfig["responses"] {
+  const body = { content: { "application/json": { schema: ErrorResponse } } };
+  return Object.fromEntries(statuses.map((status) => [status, { description: REASONS[status] ?? String(status), ...body }]));
+}
+
+/** Every route that reaches a backend may meet bad input, an unrouted queue, a store that cannot or is down. */
+export const BACKEND_ERRORS = [400, 404, 501, 503];
+
+/**
+ * Reads the JSON body whatever the Content-Type says (curl -d sends form-encoded headers with JSON
+ * bodies), refusing an empty or too deeply nested one, and hands it to the route's validator.
+ */
+function jsonBody(optional: boolean): MiddlewareHandler<GatewayEnv> {
+  return async (c, next) => {
+    // The validator parses the cached text again; an optional body left out validates as `{}`.
+    // (Hono keeps the body promises in bodyCache, whatever its type says.)
+    const cache = c.req.bodyCache as { text?: Promise<string> };
+    if ((await readJson(c, { optional })) === undefined) cache.text = Promise.resolve("{}");
+    c.req.raw.headers.set("content-type", "application/json");
+    await next();
+  };
+}
+
+export function body<T extends ZodType>(schema: T, optional = false) {
+  return {
+    middleware: [jsonBody(optional)],
+    body: { content: { "application/json": { schema } }, required: !optional },
+  };
+}
+
+export function route<R extends RouteConfig>(config: R): R {
+  return createRoute(config);
+}
+
+/** A zod failure as the gateway words every validation error: `invalid body: jobs.1.name: ...`. */
+function describeIssues(error: ZodError, target: string): string {
+  const what = target === "json" ? "body" : target;
+  const details = error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join(".") : what}: ${issue.message}`);
+  return `invalid ${what}: ${details.join("; ")}`;
+}
+
+/** A JSON response of a route, for the document. */
+export function json(description: string, schema: ZodType) {
+  return { description, content: { "application/json": { schema } } };
+}
+
+/** An app for a door's routes; mounted with app.route(), its routes join /openapi.json. */
+export function declaredDoor(): OpenAPIHono<GatewayEnv> {
+  return new OpenAPIHono<GatewayEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw new ValidationError(describeIssues(result.error as ZodError, result.target));
+    },
+  });
+}
