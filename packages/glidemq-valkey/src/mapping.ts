@@ -40,6 +40,23 @@ const CORE_FIELDS = new Set([
 ]);
 const OWN_FIELD = /^sy[A-Z]/;
 
+/**
+ * Switchyard's hash field for the native fields glide-mq has no place for (a producer's extras,
+ * another system's fields on a migrated job), as JSON; glide-mq's own code never reads it.
+ */
+const NATIVE_EXTRAS_FIELD = "syNative";
+
+/** The extras field of a new hash: every native field but those named in `own`. */
+export function nativeExtrasFields(native: Record<string, unknown> | undefined, own: readonly string[]): Record<string, string> {
+  const extras = Object.fromEntries(Object.entries(native ?? {}).filter(([key]) => !own.includes(key)));
+  return Object.keys(extras).length > 0 ? { [NATIVE_EXTRAS_FIELD]: JSON.stringify(extras) } : {};
+}
+
+function nativeExtrasOf(hash: Record<string, string>): Record<string, unknown> {
+  const stored = hash[NATIVE_EXTRAS_FIELD];
+  return stored === undefined ? {} : (JSON.parse(stored) as Record<string, unknown>);
+}
+
 export const CORE_STATE_OF: Record<string, JobState> = {
   waiting: "waiting",
   prioritized: "waiting",
@@ -127,7 +144,7 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
     // deps:<id> members are "<prefix>:{<queue>}:<id>".
     dependsOn: deps.map((member) => member.slice(member.lastIndexOf(":") + 1)).sort(),
     uniqueKey: opts.deduplication?.id ?? null,
-    native: { glide: { state: hash.state ?? null, opts, fields: native } },
+    native: { ...nativeExtrasOf(hash), glide: { state: hash.state ?? null, opts, fields: native } },
   };
 }
 
@@ -149,7 +166,8 @@ export function toNewJob(input: NormalizedEnqueueInput, now: number): NewJob {
   if (input.uniqueKey !== undefined) derived.deduplication = { id: input.uniqueKey };
   const verbatim = given && typeof given === "object" && !Array.isArray(given) ? (given as GlideJobOptions) : undefined;
   const opts = verbatim ? { ...derived, ...verbatim } : derived;
-  const extraFields: Record<string, string> = {};
+  // `opts` is a glide-mq client's own (above); `glide` describes a glide-mq job, not a new one.
+  const extraFields = nativeExtrasFields(input.native, ["opts", "glide"]);
   if (fromGlidePriority(opts.priority ?? priority) !== input.priority) extraFields.syPriority = String(input.priority);
   return {
     name: input.name,

@@ -2,7 +2,7 @@ import type { ImportResult, Job } from "@switchyard/core";
 import { UnsupportedError, ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
 import { PRIORITY_SHIFT, type QueueKeys, validateJobId } from "./keys.js";
-import { fromGlidePriority, toGlidePriority } from "./mapping.js";
+import { fromGlidePriority, nativeExtrasFields, toGlidePriority } from "./mapping.js";
 import type { GlideJobOptions } from "./options.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
@@ -72,6 +72,7 @@ function plan(job: Job): ImportPlan {
     maxAttempts: String(opts.attempts ?? job.maxAttempts),
   });
   if (fromGlidePriority(priority) !== job.priority) fields.syPriority = String(job.priority);
+  Object.assign(fields, nativeExtrasFields(job.native, ["glide"]));
   if (job.startedAt !== null && state !== "waiting") fields.processedOn = String(job.startedAt);
   if (job.finishedAt !== null) fields.finishedOn = String(job.finishedAt);
   if (job.result !== null || state === "completed") fields.returnvalue = JSON.stringify(job.result);

@@ -43,6 +43,15 @@ export function enqueueSuite(options: ConformanceOptions): void {
       expect(reserved?.data).toEqual(data);
     });
 
+    it("native fields a producer gives (its extras, another system's fields) come back in Job.native unchanged, through get and reserve", async () => {
+      const queue = ctx.queue();
+      const extras = { origin: { app: "billing", ids: [1, 2] }, "x-trace": "abc", workerqueue: { taskable_type: "Photo", taskable_id: 7 } };
+      const { job } = await ctx.backend.enqueue(queue, { name: "with-extras", native: extras });
+      expect((await ctx.backend.get(queue, job.id))?.native).toMatchObject(extras);
+      const [reserved] = await ctx.backend.reserve(queue, { worker: "w" });
+      expect(reserved?.native).toMatchObject(extras);
+    });
+
     it("the latest runAt the job model allows (MAX_RUN_AT) is stored and read back exactly; one past it is a ValidationError", async () => {
       const queue = ctx.queue();
       const { job } = await ctx.backend.enqueue(queue, { name: "far-future", runAt: MAX_RUN_AT });
