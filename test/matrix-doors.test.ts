@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backends.js";
 
 /**
- * The door x backend matrix: the same requests through the Cloudq door and the native /v1 door must
+ * The door x backend matrix: the same requests through the Cloudq, Worker Queue and native /v1 doors must
  * behave alike on every backend the gateway routes to, and leave the job in that backend's native
  * layout (probed directly). Redis: qless on database 7, glide-mq on database 8 and on the cluster; Cloudq on a MongoDB
  * database of its own.
@@ -95,6 +95,52 @@ for (const { name, redisDb } of STORES) {
       expect(counts.json.counts).toMatchObject({ waiting: 0, delayed: 0, active: 0, completed: capabilities.keepsCompleted ? 1 : 0 });
       const listed = await call("GET", `/v1/queues/${queue}/jobs?state=completed`);
       expect(listed.json.jobs.map((job: { id: string }) => job.id)).toEqual(capabilities.keepsCompleted ? [id] : []);
+    });
+
+    it("the Worker Queue door: a job created with a taskable reads back as its legacy row through reserve, progress and complete", async () => {
+      const queue = newQueue();
+      const created = await call("POST", "/workerqueue/jobs", {
+        name: "magick",
+        data: { rows: 64 },
+        taskable_type: "Photo",
+        taskable_id: 7,
+        queue,
+      });
+      expect(created.status).toBe(201);
+      const id: string = created.json.job.id;
+      expect(created.json.job).toMatchObject({
+        queue,
+        name: "magick",
+        data: { rows: 64 },
+        status: "pending",
+        taskable_type: "Photo",
+        taskable_id: 7,
+      });
+      await expectNative(queue, id, "waiting");
+
+      const reserved = await call("POST", "/workerqueue/reserve", { worker: "wq-1", queue });
+      expect(reserved.json.jobs).toMatchObject([{ id, status: "processing", locked_by: "wq-1", attempts: 1 }]);
+      await expectNative(queue, id, "active");
+      await call("POST", `/workerqueue/jobs/${id}/progress`, { worker: "wq-1", queue, progress: { percent: 50 } });
+      const polled = await call("GET", `/workerqueue/jobs/${id}/progress?queue=${queue}`);
+      expect(polled.json).toEqual({ id, status: "processing", progress: { percent: 50 }, finished: false });
+
+      const done = await call("POST", `/workerqueue/jobs/${id}/complete`, { worker: "wq-1", queue });
+      expect(done.json.job).toMatchObject({ id, status: "complete", locked_by: null, taskable_type: "Photo", taskable_id: 7 });
+      await expectNative(queue, id, "completed");
+      const after = await call("GET", `/workerqueue/jobs/${id}?queue=${queue}`);
+      if (capabilities.keepsCompleted) expect(after.json.job.status).toBe("complete");
+      else expect(after.status).toBe(404);
+    });
+
+    it("the Worker Queue door's error is final, with its details, on every backend", async () => {
+      const queue = newQueue();
+      const { id } = (await call("POST", "/workerqueue/jobs", { name: "run", queue })).json.job;
+      await call("POST", "/workerqueue/reserve", { worker: "w", queue });
+      const failed = await call("POST", `/workerqueue/jobs/${id}/error`, { worker: "w", queue, details: "exit 3" });
+      expect(failed.json.job).toMatchObject({ id, status: "error", details: "exit 3" });
+      await expectNative(queue, id, "failed");
+      expect((await call("POST", "/workerqueue/jobs", { name: "", queue })).status).toBe(400);
     });
 
     it("jobs enqueued for later or failed for good are stored in the native delayed and failed states", async () => {

@@ -2,19 +2,21 @@ import { OpenAPIHono, createRoute } from "@hono/zod-openapi";
 import type { AdapterDescriptor } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
-import { type Config, type ConfigInput, parseConfig } from "./config.js";
+import { type Config, ConfigError, type ConfigInput, parseConfig } from "./config.js";
 import { cloudqDoor } from "./doors/cloudq.js";
 import type { Door } from "./doors/door.js";
 import { HealthResponse } from "./doors/native-schemas.js";
 import { nativeDoor } from "./doors/native.js";
 import { qlessDoor } from "./doors/qless.js";
+import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { mountReference } from "./reference.js";
 import { QueueRouter } from "./router.js";
+import { type WakeListener, listenForWakeups } from "./wake-listener.js";
 import { Wakeups, wakingBackend } from "./wakeups.js";
 
 /** The doors of this build, mounted in this order; Cloudq last, since it may also own `/:queue`. */
-export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, cloudqDoor];
+export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, workerQueueDoor, cloudqDoor];
 
 export interface GatewayOptions {
   /** The configuration, shaped as the file is (defaults are filled in here). */
@@ -32,6 +34,8 @@ export interface Gateway {
   backends: Map<string, NamedBackend>;
   /** The reservers parked in long polls, and what wakes them. */
   wakeups: Wakeups;
+  /** The Worker Queue door's UDP port, when `doors.workerqueue.udp` turns it on. */
+  wakeListener: WakeListener | null;
   /** Closes every backend; safe to call twice. */
   close(): Promise<void>;
 }
@@ -87,7 +91,7 @@ function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
   const config = parseConfig(options.config, "config", adapters);
-  const wakeups = new Wakeups();
+  const wakeups = new Wakeups(config.longPollIntervalMs);
   const opened = await openBackends(config, adapters);
   const backends = new Map([...opened].map(([name, named]) => [name, { ...named, backend: wakingBackend(named.backend, wakeups) }]));
   const router = new QueueRouter(config.routes, backends);
@@ -111,6 +115,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const context = { router, backends, wakeups, config, env, adapters };
   for (const door of DOORS) door.mount(app, context);
 
+  const udp = config.doors.workerqueue.udp;
+  let wakeListener: WakeListener | null = null;
+  try {
+    wakeListener = udp ? await listenForWakeups(udp, () => wakeups.wakeAll()) : null;
+  } catch (error) {
+    await closeBackends(backends);
+    throw new ConfigError(`doors.workerqueue.udp: cannot listen on ${udp?.host}:${udp?.port}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+
   let closing: Promise<void> | undefined;
   return {
     app,
@@ -118,8 +133,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     router,
     backends,
     wakeups,
+    wakeListener,
     close: () => {
-      closing ??= closeBackends(backends);
+      closing ??= Promise.all([wakeListener?.close(), closeBackends(backends)]).then(() => undefined);
       return closing;
     },
   };

@@ -14,7 +14,8 @@ const { version } = createRequire(import.meta.url)("../package.json") as { versi
 
 const DOORS = `
 Doors: /v1 (native REST; described at /openapi.json and /docs), /cloudq (the Cloudq protocol),
-/qless (qless's command API as JSON over HTTP); /health checks every backend.
+/qless (qless's command API as JSON over HTTP), /workerqueue (Worker Queue jobs as legacy rows, with
+an optional UDP wake-up port); /health checks every backend.
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and closes the backends.
 `;
 
@@ -40,7 +41,9 @@ async function serve(options: { port?: string; host?: string; config?: string },
 /** The command line: every command and option is declared once, and --help is generated from it. */
 function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (server: RunningServer | undefined) => void): Command {
   const cli = new Command("switchyard")
-    .description("A job-queue gateway: Cloudq, qless and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.")
+    .description(
+      "A job-queue gateway: Cloudq, qless, Worker Queue and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.",
+    )
     .version(version, "-v, --version")
     .addHelpText("after", DOORS)
     .configureOutput({ writeOut: io.out, writeErr: io.err, outputError: () => undefined })

@@ -4,6 +4,7 @@ import type { AdapterDescriptor } from "@switchyard/core";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ADAPTERS } from "./adapters.js";
+import { WORKQ_WAKE_PORT } from "./wake-listener.js";
 
 /** A backend entry as the file gives it; its `options` are validated by the adapter's own schema. */
 const BackendEntrySchema = z.strictObject({
@@ -39,8 +40,26 @@ const CloudqDoorSchema = z.strictObject({
 });
 export type CloudqDoorConfig = z.output<typeof CloudqDoorSchema>;
 
+const WorkerQueueDoorSchema = z.strictObject({
+  /** The queue of jobs created or reserved without one: workerqueue-sql's default, where legacy rows live. */
+  queue: z.string().min(1).max(255).default("default"),
+  /**
+   * A UDP port where each datagram wakes the door's waiting reservers, as one wakes workqd's master;
+   * off unless given. `{}` listens on workqd's port 4488 on every interface, as workqd does.
+   */
+  udp: z
+    .strictObject({
+      port: z.number().int().min(0).max(65_535).default(WORKQ_WAKE_PORT),
+      host: z.string().min(1).default("0.0.0.0"),
+    })
+    .nullable()
+    .default(null),
+});
+export type WorkerQueueDoorConfig = z.output<typeof WorkerQueueDoorSchema>;
+
 const DoorsSchema = z.strictObject({
   cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
+  workerqueue: WorkerQueueDoorSchema.default(WorkerQueueDoorSchema.parse({})),
 });
 
 /**
@@ -77,6 +96,12 @@ export function configSchema(adapters: readonly AdapterDescriptor[] = ADAPTERS) 
       /** First match wins. Omitted: every queue goes to the only backend. */
       routes: z.array(RouteSchema).optional(),
       doors: DoorsSchema.default(DoorsSchema.parse({})),
+      /**
+       * How often a waiting reserve (a Cloudq long poll, a Worker Queue reserve with waitMs) looks
+       * again for jobs that came without waking it: from a legacy producer, another gateway, a lease
+       * running out. Jobs enqueued through this gateway, and datagrams on the UDP port, wake it at once.
+       */
+      longPollIntervalMs: z.number().int().min(10).max(60_000).default(100),
     })
     .superRefine((config, ctx) => {
       const names = Object.keys(config.backends);

@@ -1,4 +1,4 @@
-import type { Backend, Job } from "@switchyard/core";
+import type { Backend } from "@switchyard/core";
 
 /**
  * Reservers parked on a queue, and what wakes them. A job enqueued through this gateway wakes the
@@ -9,7 +9,7 @@ import type { Backend, Job } from "@switchyard/core";
 export class Wakeups {
   readonly #parked = new Map<string, Set<() => void>>();
 
-  constructor(readonly pollMs = 100) {}
+  constructor(readonly pollMs: number) {}
 
   /** Resolves on the next wake of `queue`, after `ms`, or when `signal` aborts, whichever is first. */
   sleep(queue: string, ms: number, signal?: AbortSignal): Promise<void> {
@@ -46,15 +46,16 @@ export class Wakeups {
   }
 
   /**
-   * Reserves until a job comes, `waitMs` is over or the client goes away (`signal`). The signal is
-   * looked at before each reserve: a job reserved for a client that has gone would sit out its lease.
+   * Reserves until it gets something (`reserve` answers undefined for nothing), `waitMs` is over or
+   * the client goes away (`signal`). The signal is looked at before each reserve: a job reserved for
+   * a client that has gone would sit out its lease.
    */
-  async reserveWaiting(
+  async reserveWaiting<T>(
     queue: string,
-    reserve: () => Promise<Job | undefined>,
+    reserve: () => Promise<T | undefined>,
     waitMs: number,
     signal: AbortSignal,
-  ): Promise<Job | undefined> {
+  ): Promise<T | undefined> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       if (signal.aborted) return undefined;
