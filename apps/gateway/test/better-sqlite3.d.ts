@@ -1,9 +1,10 @@
-// The probes only open a file read-only and run selects; @types/better-sqlite3 is not installed.
+// The probes run selects, and a legacy producer's INSERT; @types/better-sqlite3 is not installed.
 declare module "better-sqlite3" {
   namespace Database {
     interface Statement {
       all(...params: unknown[]): unknown[];
       get(...params: unknown[]): unknown;
+      run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
     }
     interface Database {
       prepare(sql: string): Statement;

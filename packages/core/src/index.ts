@@ -8,6 +8,6 @@ export * from "./adapter.js";
 export * from "./extensions.js";
 export * from "./guard.js";
 export * from "./inputs.js";
-export { storableText } from "./text.js";
+export { STORABLE_TEXT_PATTERN, storableText } from "./text.js";
 export type { Probe } from "./probe.js";
 export * from "./lua.js";

@@ -174,7 +174,8 @@ function splitNative(fields: Record<string, unknown>): {
   const legacy: Record<string, unknown> = {};
   if (typeof own.taskable_id === "number" && Number.isInteger(own.taskable_id)) {
     // The legacy column is a 32-bit int.
-    if (Math.abs(own.taskable_id) > MAX_ROW_ID) throw new ValidationError("workerqueue-sql: taskable_id must fit a 32-bit integer");
+    if (own.taskable_id < -MAX_ROW_ID - 1 || own.taskable_id > MAX_ROW_ID)
+      throw new ValidationError("workerqueue-sql: taskable_id must fit a 32-bit integer");
     legacy.taskable_id = own.taskable_id;
   }
   if (typeof own.taskable_type === "string") legacy.taskable_type = own.taskable_type.slice(0, 255);

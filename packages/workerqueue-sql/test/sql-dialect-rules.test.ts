@@ -167,6 +167,9 @@ for (const dialect of DIALECTS) {
       ).rejects.toBeInstanceOf(ValidationError);
       // taskable_id is a 32-bit int column.
       await expect(wq.enqueue(q, { name: "t", native: { workerqueue: { taskable_id: 2 ** 31 } } })).rejects.toBeInstanceOf(ValidationError);
+      await expect(wq.enqueue(q, { name: "t", native: { workerqueue: { taskable_id: -(2 ** 31) - 1 } } })).rejects.toBeInstanceOf(
+        ValidationError,
+      );
       // A runAt no bigint holds.
       await expect(wq.enqueue(q, { name: "t", runAt: 1e300 })).rejects.toBeInstanceOf(ValidationError);
       // A cursor that is not a safe non-negative integer position.
@@ -181,6 +184,11 @@ for (const dialect of DIALECTS) {
         await expect(wq.enqueue(q, { name: "t", uniqueKey: "a\u0000b" })).rejects.toBeInstanceOf(ValidationError);
         await expect(wq.get(q, "a\u0000b")).rejects.toBeInstanceOf(ValidationError);
         expect(await count()).toBe(1);
+      }
+      // Both ends of the 32-bit taskable_id column are kept.
+      for (const taskable_id of [-(2 ** 31), 2 ** 31 - 1]) {
+        const { job } = await wq.enqueue(q, { name: "t", native: { workerqueue: { taskable_id } } });
+        expect(((await wq.get(q, job.id))?.native.workerqueue as { taskable_id?: number }).taskable_id).toBe(taskable_id);
       }
     });
 

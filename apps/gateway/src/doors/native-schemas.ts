@@ -3,11 +3,14 @@ import {
   EnqueueInputSchema,
   JOB_STATES,
   JobErrorSchema,
+  JobIdSchema,
   JobSchema,
   JobStateSchema,
   JsonSchema,
   MAX_DELAY_MS,
   MAX_PAGE_SIZE,
+  QueueNameSchema,
+  WorkerNameSchema,
 } from "@switchyard/core";
 import type { ZodType } from "zod";
 
@@ -15,7 +18,7 @@ import type { ZodType } from "zod";
  * The request and response bodies of the native `/v1` door. The same schemas validate requests and,
  * named with `.openapi(name)`, become `components.schemas` of the OpenAPI document.
  */
-const Worker = z.string().min(1).max(255).describe("Who holds the lease; heartbeat, complete and fail from anyone else are refused.");
+const Worker = WorkerNameSchema.describe("Who holds the lease; heartbeat, complete and fail from anyone else are refused.");
 const LeaseMs = z.number().int().positive().max(MAX_DELAY_MS).describe("Lease length in milliseconds.");
 
 /**
@@ -77,10 +80,10 @@ export const ListQuery = z.strictObject({
 });
 
 export const QueueParams = z.object({
-  queue: z.string().openapi({ param: { name: "queue", in: "path" }, description: "Queue name; the configured routes pick its backend." }),
+  queue: QueueNameSchema.describe("Queue name; the configured routes pick its backend."),
 });
 export const JobParams = QueueParams.extend({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, description: "Job id, as returned when the job was enqueued." }),
+  id: JobIdSchema.describe("Job id, as returned when the job was enqueued."),
 });
 
 export const EnqueueResponse = z.object({ job: Job, created: z.boolean() }).openapi("EnqueueResponse");

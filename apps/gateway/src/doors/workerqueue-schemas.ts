@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { DEFAULT_LEASE_MS, MAX_DELAY_MS, MAX_PAGE_SIZE } from "@switchyard/core";
+import { DEFAULT_LEASE_MS, JobIdSchema, MAX_DELAY_MS, MAX_PAGE_SIZE, QueueNameSchema, WorkerNameSchema } from "@switchyard/core";
 import { Json } from "./native-schemas.js";
 
 /**
@@ -10,8 +10,8 @@ import { Json } from "./native-schemas.js";
 /** The legacy `status` column: `complete`, not `completed`, as workqd and rjqueue write it. */
 export const WORKERQUEUE_STATUSES = ["pending", "processing", "complete", "error"] as const;
 
-const Queue = z.string().min(1).max(255).describe("The queue; the door's configured queue (default `default`) when left out.");
-const Worker = z.string().min(1).max(255).describe("Who runs the job; progress, complete and error from anyone else are refused.");
+const Queue = QueueNameSchema.describe("The queue; the door's configured queue (default `default`) when left out.");
+const Worker = WorkerNameSchema.describe("Who runs the job; progress, complete and error from anyone else are refused.");
 
 export const WorkerQueueJob = z
   .object({
@@ -43,9 +43,7 @@ export const CreateJobBody = z
 
 export const JobQuery = z.strictObject({ queue: Queue.optional() });
 
-export const JobIdParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, description: "The job id the create answered." }),
-});
+export const JobIdParams = z.object({ id: JobIdSchema.describe("The job id the create answered.") });
 
 export const ReserveBody = z
   .strictObject({
