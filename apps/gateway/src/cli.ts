@@ -5,6 +5,7 @@ import type { AdapterDescriptor } from "@switchyard/core";
 import { Command, CommanderError } from "commander";
 import { ADAPTERS } from "./adapters.js";
 import { redactUrl } from "./backends.js";
+import { BRIDGE_NOTES, type RunningBridge, runBridgeCommand } from "./bridge/bridge-command.js";
 import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { MIGRATE_NOTES, MigrateError, runMigrateCommand } from "./migrate-command.js";
@@ -39,7 +40,10 @@ async function serve(options: { port?: string; host?: string; config?: string },
 }
 
 /** The command line: every command and option is declared once, and --help is generated from it. */
-function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (server: RunningServer | undefined) => void): Command {
+/** What a command leaves running until it is stopped: the gateway, or a bridge. */
+type Running = RunningServer | RunningBridge;
+
+function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (running: Running | undefined) => void): Command {
   const cli = new Command("switchyard")
     .description(
       "A job-queue gateway: Cloudq, qless, Worker Queue and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.",
@@ -71,6 +75,28 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (serve
       await runMigrateCommand(options, io, adapters);
       done(undefined);
     });
+  cli
+    .command("bridge-legacy")
+    .description("hand the pending rows of a legacy Worker Queue jobs table to another backend, and write each outcome back to its row")
+    .option("-c, --config <path>", "YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)")
+    .option("--from <backend>", "the workerqueue-sql backend over the legacy jobs table")
+    .option("--to <backend>", "the backend whose workers run the jobs now")
+    .option("--queue <q>", "the legacy rows' queue (default: the backend's defaultQueue, `default`)")
+    .option("--target-queue <q2>", "the queue on the target (default: the same name)")
+    .option("--interval <ms>", "between two passes over the table (default 500)")
+    .option("--batch-size <n>", "rows claimed per pass (default 100)")
+    .option("--lease-ms <ms>", "how long a claimed row stays with the bridge before another reserver may take it (default one day)")
+    .option("--worker <name>", "the name the bridge holds rows under; keep it across restarts (default switchyard-bridge)")
+    .option("--id-prefix <p>", "put before a row's id to make its job's id on the target (default: the table name and a dash)")
+    .option("--once", "stop once every pending row has been handed out and written back")
+    .addHelpText("after", BRIDGE_NOTES)
+    .action(async (options) => {
+      const bridge = await runBridgeCommand(options, io, adapters);
+      if (options.once) {
+        await bridge.finished;
+        done(undefined);
+      } else done(bridge);
+    });
   return cli;
 }
 
@@ -85,10 +111,10 @@ export async function runCli(
   argv: string[],
   io: CliIo = defaultIo,
   adapters: readonly AdapterDescriptor[] = ADAPTERS,
-): Promise<RunningServer | undefined> {
-  let result: RunningServer | undefined;
-  const cli = program(io, adapters, (server) => {
-    result = server;
+): Promise<Running | undefined> {
+  let result: Running | undefined;
+  const cli = program(io, adapters, (running) => {
+    result = running;
   });
   if (argv.length === 0) {
     io.out(cli.helpInformation());
@@ -114,10 +140,10 @@ async function exitWhenFlushed(code: number): Promise<void> {
 
 /** Runs the CLI as a process: exits non-zero with a readable message on bad input, stops gracefully on signals. */
 export async function main(argv = process.argv.slice(2)): Promise<void> {
-  let server: RunningServer | undefined;
-  // stdout of `migrate` carries only the JSON report; drivers log through console (knex warns on
-  // failed connections), so their lines go to stderr with the progress.
-  if (argv[0] === "migrate") console.log = console.info = console.warn = console.error;
+  let server: Running | undefined;
+  // stdout of `migrate` and `bridge-legacy` carries only their JSON; drivers log through console
+  // (knex warns on failed connections), so their lines go to stderr with the progress.
+  if (argv[0] === "migrate" || argv[0] === "bridge-legacy") console.log = console.info = console.warn = console.error;
   try {
     server = await runCli(argv);
   } catch (error) {
@@ -131,7 +157,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   if (!server) return exitWhenFlushed(0);
   const running = server;
   const stop = (signal: string) => {
-    process.stderr.write(`switchyard: ${signal}, finishing ${running.inFlight()} in-flight request(s)\n`);
+    process.stderr.write(`switchyard: ${signal}, finishing (${running.inFlight()} in flight)\n`);
     running.close().then(
       () => process.exit(0),
       (error) => {

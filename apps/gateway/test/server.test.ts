@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli.js";
-import { startServer } from "../src/index.js";
+import { type RunningServer, startServer } from "../src/index.js";
 import { CLI_FROM_SOURCE, until } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-server-"));
@@ -115,7 +115,7 @@ describe("CLI", () => {
       err: () => undefined,
       env: { SWITCHYARD_CONFIG: file, PORT: "0" },
     };
-    const server = await runCli(["serve", "--host", "127.0.0.1"], io);
+    const server = (await runCli(["serve", "--host", "127.0.0.1"], io)) as RunningServer | undefined;
     try {
       expect(out).toContain(`switchyard listening on ${server!.url}`);
       expect(out).toContain(file);
