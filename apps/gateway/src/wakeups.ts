@@ -68,7 +68,7 @@ export class Wakeups {
 }
 
 /** The calls after which a queue may hold a job a parked reserver could take. */
-const MAKES_JOBS_CLAIMABLE = new Set<string | symbol>(["enqueue", "enqueueBulk", "import", "resume", "fail"]);
+const MAKES_JOBS_CLAIMABLE = new Set<string | symbol>(["enqueue", "enqueueBulk", "import", "resume", "fail", "replace"]);
 
 /** The backend, waking the reservers of a queue after each call that may have made a job claimable there. */
 export function wakingBackend<B extends Backend>(backend: B, wakeups: Wakeups): B {

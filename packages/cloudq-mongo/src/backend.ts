@@ -36,6 +36,7 @@ export function capabilitiesFor(layout: Pick<ResolvedLayout, "completion">): Cap
     results: keeps,
     keepsCompleted: keeps,
     customIds: true,
+    editing: false,
   };
 }
 

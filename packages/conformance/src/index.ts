@@ -5,6 +5,7 @@ import { claimOrderSuite } from "./suites/claim-order.js";
 import { completeFailSuite } from "./suites/complete-fail.js";
 import { concurrencySuite } from "./suites/concurrency.js";
 import { cursorSuite } from "./suites/cursors.js";
+import { editingSuite } from "./suites/editing.js";
 import { enqueueSuite } from "./suites/enqueue.js";
 import { exportImportSuite } from "./suites/export-import.js";
 import { leaseSuite } from "./suites/leases.js";
@@ -50,6 +51,7 @@ export function runConformance(options: ConformanceOptions): void {
   cursorSuite(options);
   pauseSuite(options);
   progressSuite(options);
+  editingSuite(options);
   exportImportSuite(options);
   concurrencySuite(options);
   unreachableSuite(options);

@@ -26,6 +26,8 @@ export interface Capabilities {
   keepsCompleted: boolean;
   /** Callers may choose job ids at enqueue. */
   customIds: boolean;
+  /** A job's priority and tags may change after enqueue, and a job may be put again as new (the JobEditing interface). */
+  editing: boolean;
 }
 
 export interface EnqueueResult {

@@ -1,4 +1,5 @@
 import type { Backend } from "./backend.js";
+import type { EnqueueInput, Job } from "./job.js";
 
 /**
  * Optional interfaces: what only some systems have. A door that needs one discovers it on the
@@ -30,4 +31,26 @@ export interface QlessCommands {
 
 export function hasQlessCommands(backend: Backend): backend is Backend & QlessCommands {
   return typeof (backend as Partial<QlessCommands>).qless === "function";
+}
+
+/**
+ * Changing a job after it was enqueued, where the store can: what qless's `priority`, `tag add`/
+ * `tag remove` and a re-`put` of an existing jid do. A missing job is a NotFoundError.
+ */
+export interface JobEditing {
+  /** Sets the priority (the core scale); a waiting job takes its new place in the claim order. */
+  setPriority(queue: string, id: string, priority: number): Promise<Job>;
+  /** Replaces the job's tags. */
+  setTags(queue: string, id: string, tags: string[]): Promise<Job>;
+  /**
+   * Puts the job with this id in `queue` again as new, as qless re-puts a jid: name, data and
+   * options from `input`, waiting (or delayed), no lease, result, error or attempts; whatever state
+   * it was in, a worker holding it loses its lease.
+   */
+  replace(queue: string, id: string, input: EnqueueInput): Promise<Job>;
+}
+
+export function hasJobEditing(backend: Backend): backend is Backend & JobEditing {
+  const editing = backend as Partial<JobEditing>;
+  return typeof editing.setPriority === "function" && typeof editing.setTags === "function" && typeof editing.replace === "function";
 }

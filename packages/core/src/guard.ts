@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { Backend } from "./backend.js";
 import { BackendUnavailableError, ValidationError, isSwitchyardError } from "./errors.js";
 import { ExportOptionsSchema, JobIdSchema, ListOptionsSchema, QueueNameSchema, ReserveOptionsSchema } from "./inputs.js";
+import { PrioritySchema, TagsSchema } from "./job.js";
 import { parseOrThrow } from "./validate.js";
 
 /** Node's socket error codes, and the drivers' own, for a server that is gone or unreachable. */
@@ -56,7 +57,7 @@ export function toBackendError(adapter: string, error: unknown): unknown {
 
 /** The inputs every operation shares, checked with the core's schemas before any adapter code runs. */
 const QUEUE_FIRST = new Set(["enqueue", "enqueueBulk", "reserve", "list", "counts", "pause", "resume", "isPaused", "export", "import"]);
-const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress"]);
+const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress", "setPriority", "setTags", "replace"]);
 
 function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
   const parsed = schema.safeParse(value);
@@ -69,6 +70,8 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
   if (operation === "reserve") parseOrThrow(ReserveOptionsSchema, args[1], `${adapter} reserve options`);
   if (operation === "list") parseOrThrow(ListOptionsSchema, args[1], `${adapter} list options`);
   if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
+  if (operation === "setPriority") parseOrThrow(PrioritySchema, args[2], `${adapter} priority`);
+  if (operation === "setTags") parseOrThrow(TagsSchema, args[2], `${adapter} tags`);
   if ((operation === "enqueueBulk" || operation === "import") && !Array.isArray(args[1])) {
     throw new ValidationError(`${adapter}: ${operation} takes an array of jobs`);
   }

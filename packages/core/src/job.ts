@@ -74,19 +74,23 @@ export type Job = z.infer<typeof JobSchema>;
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_MS = 60_000;
 
+/** A job's priority: larger runs sooner; whole numbers, as every store keeps them. */
+export const PrioritySchema = z.number().int().min(-1_000_000).max(1_000_000);
+export const TagsSchema = z.array(z.string().min(1));
+
 /** What a producer may say about a new job. Every field but `name` has a default. */
 export const EnqueueInputSchema = z
   .object({
     id: storableText("a job id").optional(),
     name: z.string().min(1).max(255),
     data: JsonSchema.default(null),
-    priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
+    priority: PrioritySchema.default(0),
     /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
     delay: z.number().int().nonnegative().max(MAX_DELAY_MS).optional(),
     runAt: z.number().int().nonnegative().max(MAX_RUN_AT).optional(),
     maxAttempts: z.number().int().positive().max(1_000_000).default(DEFAULT_MAX_ATTEMPTS),
     backoff: BackoffSchema.nullable().default(null),
-    tags: z.array(z.string().min(1)).default([]),
+    tags: TagsSchema.default([]),
     dependsOn: z.array(z.string().min(1)).default([]),
     uniqueKey: storableText("a unique key").optional(),
     /**

@@ -61,6 +61,7 @@ export const GLIDEMQ_CAPABILITIES: Capabilities = {
   results: true,
   keepsCompleted: true,
   customIds: true,
+  editing: false,
 };
 
 type Reply = [string, ...unknown[]];

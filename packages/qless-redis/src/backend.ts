@@ -58,6 +58,7 @@ export const QLESS_CAPABILITIES: Capabilities = {
   results: true,
   keepsCompleted: true,
   customIds: true,
+  editing: false,
 };
 
 const isOffset = (value: unknown): value is { offset: number } =>

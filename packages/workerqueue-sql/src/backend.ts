@@ -11,6 +11,7 @@ import {
   type ImportResult,
   type Job,
   type JobCounts,
+  type JobEditing,
   JobStateSchema,
   type Json,
   type ListOptions,
@@ -27,6 +28,7 @@ import { claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
+import { replaceJob, setPriority, setTags } from "./editing.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
 import { findRow } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
@@ -49,6 +51,7 @@ export const WORKERQUEUE_CAPABILITIES: Capabilities = {
   results: true,
   keepsCompleted: true,
   customIds: true,
+  editing: true,
 };
 
 const MAX_PAGE = 1000;
@@ -66,7 +69,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend {
+class WorkerQueueBackend implements Backend, JobEditing {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -177,6 +180,23 @@ class WorkerQueueBackend implements Backend {
   async setProgress(queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job> {
     await this.ready();
     return setJobProgress(this.store, queue, id, options.worker, options.progress);
+  }
+
+  async setPriority(queue: string, id: string, priority: number): Promise<Job> {
+    await this.ready();
+    return setPriority(this.store, queue, id, priority);
+  }
+
+  async setTags(queue: string, id: string, tags: string[]): Promise<Job> {
+    await this.ready();
+    return setTags(this.store, queue, id, tags);
+  }
+
+  async replace(queue: string, id: string, input: EnqueueInput): Promise<Job> {
+    await this.ready();
+    const job = await replaceJob(this.store, queue, id, input);
+    if (job.state === "waiting") this.waker.wake(1);
+    return job;
   }
 
   async get(queue: string, id: string): Promise<Job | null> {

@@ -20,7 +20,7 @@ import type { Store } from "./options.js";
 import { enqueueRow, importRow, rowToJob } from "./row.js";
 import { advanceIdCounter } from "./sequence.js";
 
-function normalize(input: EnqueueInput): NormalizedEnqueueInput {
+export function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   const normalized = normalizeEnqueueInput(input);
   // sy_run_at is a bigint of epoch ms: a time past any safe integer is refused rather than rounded.
   if (!Number.isSafeInteger(normalized.runAt ?? Date.now() + (normalized.delay ?? 0))) {

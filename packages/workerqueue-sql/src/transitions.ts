@@ -35,7 +35,7 @@ interface Expect {
  * status and lock id), so a concurrent claim or expiry cannot be overwritten. A lost race re-reads
  * and re-checks, which turns it into the right typed error.
  */
-async function transition(
+export async function transition(
   store: Store,
   queue: string,
   id: string,

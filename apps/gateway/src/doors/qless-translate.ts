@@ -1,12 +1,14 @@
 import {
   type Backend,
-  ConflictError,
   type EnqueueInput,
   type Job,
+  type JobEditing,
   type JobState,
   type Json,
+  NotFoundError,
   QlessCommandError,
   UnsupportedError,
+  hasJobEditing,
 } from "@switchyard/core";
 
 /**
@@ -152,8 +154,8 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
   async put(backend, queue, args) {
     const input = putInput(args);
     const { job, created } = await backend.enqueue(queue, input);
-    // qless would re-put the job; a core backend keeps the first one, so say so instead of pretending.
-    if (!created) throw new ConflictError(`job ${job.id} already exists in queue ${queue}`);
+    // A jid that exists is put again as new, as qless re-puts it.
+    if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, job.id, input);
     return job.id;
   },
   async pop(backend, queue, args) {
@@ -165,7 +167,9 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
   async peek(backend, queue, args) {
     const count = numeric("peek", "Peek", args[1] ?? 1, "count");
     if (count < 1) return {};
-    return jobList((await backend.list(queue, { state: "waiting", limit: Math.floor(count) })).items);
+    // qless's order, the claim order: higher priority first, then the earlier put.
+    const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
+    return jobList(waiting.slice(0, Math.floor(count)));
   },
   async complete(backend, queue, args) {
     const jid = required("complete", "Complete", args, 0, "jid");
@@ -206,24 +210,159 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     }
     return jids;
   },
+  async retry(backend, queue, args) {
+    const jid = required("retry", "Retry", args, 0, "jid");
+    const worker = required("retry", "Retry", args, 2, "worker");
+    const delay = numeric("retry", "Retry", args[3] ?? 0, "delay");
+    const group = args[4] === undefined ? `failed-retries-${queue}` : String(args[4]);
+    const message = args[5] === undefined ? `Job exhausted retries in queue "${queue}"` : String(args[5]);
+    const job = await backend.fail(queue, jid, { worker, error: { group, message }, retryDelay: Math.max(0, Math.round(delay * 1000)) });
+    // qless answers the retries left after this one, negative once the job has failed for good.
+    return job.state === "failed" ? -1 : remainingRetries(job);
+  },
+  async priority(backend, queue, args) {
+    const jid = required("priority", "Priority", args, 0, "jid");
+    const priority = Math.trunc(numeric("priority", "Priority", args[1], "priority"));
+    await existing(editable(backend, queue, "priority").setPriority(queue, jid, priority), "Priority", jid);
+    // Redis truncates qless's Lua number to an integer reply.
+    return priority;
+  },
+  async tag(backend, queue, args) {
+    const [action, ...rest] = args.map(String);
+    if (action === "add" || action === "remove") {
+      const jid = required("tag", "Tag", rest, 0, "jid");
+      const job = await existing(backend.get(queue, jid), "Tag", jid);
+      const given = rest.slice(1);
+      const tags =
+        action === "add"
+          ? [...job.tags, ...given.filter((tag) => !job.tags.includes(tag))]
+          : job.tags.filter((tag) => !given.includes(tag));
+      const tagged = await editable(backend, queue, `tag ${action}`).setTags(queue, jid, [...new Set(tags)]);
+      return luaList(tagged.tags);
+    }
+    if (action === "get") {
+      const tag = required("tag", "Tag", rest, 0, "tag");
+      const [offset, count] = page("tag", "Tag", rest[1], rest[2]);
+      const jids = (await jobsOfBackend(backend)).filter((job) => job.tags.includes(tag)).map((job) => job.id);
+      return { total: jids.length, jobs: luaList(jids.slice(offset, offset + count)) };
+    }
+    if (action === "top") {
+      const [offset, count] = page("tag", "Tag", rest[0], rest[1]);
+      const uses = new Map<string, number>();
+      for (const job of await jobsOfBackend(backend)) for (const tag of job.tags) uses.set(tag, (uses.get(tag) ?? 0) + 1);
+      // qless lists the tags of two jobs or more, most used first.
+      const top = [...uses].filter(([, n]) => n >= 2).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+      return luaList(top.slice(offset, offset + count).map(([tag]) => tag));
+    }
+    throw qlessError("tag", 'Tag(): First argument must be "add", "remove" or "get"');
+  },
+  async jobs(backend, queue, args) {
+    const type = required("jobs", "Jobs", args, 0, "state");
+    if (type === "complete") {
+      const [offset, count] = page("jobs", "Jobs", args[1], args[2]);
+      const done = (await everyJob(backend, queue, "completed")).sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0));
+      return done.slice(offset, offset + count).map((job) => job.id);
+    }
+    const [offset, count] = page("jobs", "Jobs", args[2], args[3]);
+    const now = Date.now();
+    const listed: Record<string, () => Promise<Job[]>> = {
+      running: async () =>
+        (await everyJob(backend, queue, "active")).filter((job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) > now),
+      stalled: async () =>
+        (await everyJob(backend, queue, "active")).filter((job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) <= now),
+      scheduled: () => everyJob(backend, queue, "delayed"),
+      depends: () => everyJob(backend, queue, "blocked"),
+      // Recurring jobs are qless's own; no other store has them.
+      recurring: async () => [],
+    };
+    if (!Object.hasOwn(listed, type)) throw qlessError("jobs", `Jobs(): Unknown type "${type}"`);
+    return (await listed[type]!()).slice(offset, offset + count).map((job) => job.id);
+  },
+  async depends(backend, queue) {
+    throw new UnsupportedError(
+      `qless depends on/off needs a backend whose dependencies can change after enqueue; queue ${queue} is on ${backend.kind}, which fixes them at enqueue`,
+    );
+  },
   async length(backend, queue) {
     const counts = await backend.counts(queue);
     return counts.active + counts.waiting + counts.delayed;
   },
-  async queues(backend, queue) {
-    const counts = await backend.counts(queue);
-    return {
-      name: queue,
-      paused: await backend.isPaused(queue),
-      waiting: counts.waiting,
-      running: counts.active,
-      scheduled: counts.delayed,
-      depends: counts.blocked,
-      stalled: 0,
-      recurring: 0,
-    };
+  async queues(backend, queue, args) {
+    if (args.length > 0) return queueCounts(backend, queue);
+    // Without a queue: every queue of this backend, by name, as qless lists every queue it knows.
+    const names = (await backend.queues()).sort();
+    return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name))) : {};
   },
 };
+
+async function queueCounts(backend: Backend, queue: string) {
+  const counts = await backend.counts(queue);
+  const active = await everyJob(backend, queue, "active");
+  const stalled = active.filter((job) => job.lease !== null && job.lease.expiresAt <= Date.now()).length;
+  return {
+    name: queue,
+    paused: await backend.isPaused(queue),
+    waiting: counts.waiting,
+    running: counts.active - stalled,
+    scheduled: counts.delayed,
+    depends: counts.blocked,
+    stalled,
+    recurring: 0,
+  };
+}
+
+/** The most jobs a translated listing (peek, jobs, tag get/top) reads; qless keeps these in sorted sets, a core store must scan. */
+const SCAN_LIMIT = 10_000;
+
+/** Every job of a queue in one state, page by page, up to SCAN_LIMIT. */
+async function everyJob(backend: Backend, queue: string, state: JobState): Promise<Job[]> {
+  const jobs: Job[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await backend.list(queue, { state, limit: 500, ...(cursor ? { cursor } : {}) });
+    jobs.push(...page.items);
+    cursor = page.cursor ?? undefined;
+    if (jobs.length > SCAN_LIMIT) {
+      throw new UnsupportedError(
+        `more than ${SCAN_LIMIT} ${state} jobs in queue ${queue} on ${backend.kind}: too many to scan for a qless listing`,
+      );
+    }
+  } while (cursor);
+  return jobs;
+}
+
+/** Every job the backend holds, in every queue and state, oldest first (for the tag listings). */
+async function jobsOfBackend(backend: Backend): Promise<Job[]> {
+  const jobs: Job[] = [];
+  for (const queue of await backend.queues()) {
+    for (const state of Object.keys(QLESS_STATE) as JobState[]) jobs.push(...(await everyJob(backend, queue, state)));
+  }
+  return jobs.sort((a, b) => a.createdAt - b.createdAt);
+}
+
+/** qless's `offset` and `count` arguments (default 0 and 25). */
+function page(command: string, func: string, offset: Arg | undefined, count: Arg | undefined): [number, number] {
+  return [Math.max(0, numeric(command, func, offset ?? 0, "offset")), Math.max(0, numeric(command, func, count ?? 25, "count"))];
+}
+
+/** The backend's JobEditing, or a 501 naming what the store cannot do. */
+function editable(backend: Backend, queue: string, what: string): JobEditing {
+  if (hasJobEditing(backend) && backend.capabilities.editing) return backend;
+  throw new UnsupportedError(
+    `qless ${what} needs a backend that can change a job after enqueue; queue ${queue} is on ${backend.kind}, which cannot`,
+  );
+}
+
+/** A job the command names must exist: qless's `<Func>(): Job <jid> does not exist`. */
+async function existing<T>(pending: Promise<T | null>, func: string, jid: string): Promise<T> {
+  try {
+    const found = await pending;
+    if (found !== null) return found;
+  } catch (error) {
+    if (!(error instanceof NotFoundError)) throw error;
+  }
+  throw qlessError(func.toLowerCase(), `${func}(): Job ${jid} does not exist`);
+}
 
 export const TRANSLATED_COMMANDS = Object.keys(TRANSLATED);
 
@@ -234,6 +373,6 @@ function unsupported(what: string, queue: string, backend: Backend): Unsupported
 /** Runs a qless command on a core backend, or answers UnsupportedError (501) naming the reason. */
 export async function runTranslated(backend: Backend, queue: string, command: string, args: QlessArgs): Promise<unknown> {
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
-  if (!handler || (command === "queues" && args.length === 0)) throw unsupported(command, queue, backend);
+  if (!handler) throw unsupported(command, queue, backend);
   return handler(backend, queue, args);
 }

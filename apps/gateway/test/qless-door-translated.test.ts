@@ -1,0 +1,199 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
+import { type Gateway, createGateway } from "../src/index.js";
+import { send, until } from "./helpers.js";
+
+/**
+ * The qless door on a store that is not qless answers as qless does. Every scenario runs twice on
+ * one gateway: on a queue of the qless-redis backend, where the real qless script answers, and on a
+ * queue of a SQLite workerqueue-sql backend, where the door translates onto the Backend contract;
+ * the two replies must agree (once jids and queue names are put in common form).
+ */
+const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/9`;
+const dir = mkdtempSync(join(tmpdir(), "switchyard-qless-translated-"));
+let gateway: Gateway;
+
+beforeAll(async () => {
+  gateway = await createGateway({
+    config: {
+      backends: { ql: { type: "qless-redis", url: redisUrl }, sql: { type: "workerqueue-sql", url: `sqlite:${join(dir, "door.sqlite")}` } },
+      routes: [
+        { pattern: "sql-*", backend: "sql" },
+        { pattern: "*", backend: "ql" },
+      ],
+    },
+    env: {},
+  });
+});
+afterAll(async () => {
+  await gateway?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const STORES = ["ql", "sql"] as const;
+type Store = (typeof STORES)[number];
+
+/** One run of a scenario: its queue, fresh jids, and the qless door with the queue in every body. */
+function run(store: Store) {
+  const queue = `${store === "sql" ? "sql" : "ql"}-${randomUUID().slice(0, 8)}`;
+  const jids = new Map<string, string>();
+  const jid = (name: string) => {
+    if (!jids.has(name)) jids.set(name, `${name}-${randomUUID().slice(0, 8)}`);
+    return jids.get(name)!;
+  };
+  const qless = async (command: string, args: Array<string | number>) => {
+    const res = await send(gateway, "POST", `/qless/${command}`, { queue, args });
+    return { status: res.status, body: res.json };
+  };
+  /** Jids and the queue name in a common form, so the two stores' replies compare equal. */
+  const common = (value: unknown): unknown =>
+    JSON.parse(
+      [...jids].reduce((text, [name, id]) => text.replaceAll(id, `<${name}>`), JSON.stringify(value)).replaceAll(queue, "<queue>"),
+    );
+  return { queue, jid, qless, common };
+}
+
+/** Runs the scenario on both stores and expects the same outcome from each. */
+async function sameOnBoth(scenario: (r: ReturnType<typeof run>) => Promise<unknown>): Promise<unknown> {
+  const [onQless, onSql] = await Promise.all(
+    STORES.map(async (store) => {
+      const r = run(store);
+      return r.common(await scenario(r));
+    }),
+  );
+  expect(onSql).toEqual(onQless);
+  return onQless;
+}
+
+const put = (r: ReturnType<typeof run>, name: string, klass: string, data: unknown, ...options: Array<string | number>) =>
+  r.qless("put", ["client", r.queue, r.jid(name), klass, JSON.stringify(data), 0, ...options]);
+
+describe("qless door: translated commands answer as qless's own script", () => {
+  it("peek lists waiting jobs in claim order: higher priority first, then the earlier put", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "low", "Low", {});
+      await put(r, "high", "High", {}, "priority", 5);
+      await put(r, "high2", "High2", {}, "priority", 5);
+      const peek = await r.qless("peek", [r.queue, 10]);
+      return peek.body.reply.map((job: { klass: string }) => job.klass);
+    });
+    expect(seen).toEqual(["High", "High2", "Low"]);
+  });
+
+  it("put of an existing jid puts the job again: new klass, data and priority, waiting, taken from its worker", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "Old", { v: 1 });
+      await r.qless("pop", [r.queue, "worker-1", 1]);
+      const again = await put(r, "job", "New", { v: 2 }, "priority", 3);
+      const job = (await r.qless("get", [r.jid("job")])).body.reply;
+      const lost = await r.qless("heartbeat", [r.jid("job"), "worker-1", "{}"]);
+      // The old worker's heartbeat is refused (qless: 400 with its message; a core store: 409 LEASE_LOST).
+      return { again: again.body, job: [job.klass, job.data, job.priority, job.state, job.worker], refused: lost.status >= 400 };
+    });
+    expect(seen).toEqual({ again: { reply: "<job>" }, job: ["New", '{"v":2}', 3, "waiting", ""], refused: true });
+  });
+
+  it("priority answers the new priority and the job moves ahead; a missing job is qless's error", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "first", "First", {});
+      await put(r, "second", "Second", {});
+      const priority = await r.qless("priority", [r.jid("second"), 10]);
+      const popped = await r.qless("pop", [r.queue, "w", 1]);
+      const missing = await r.qless("priority", [r.jid("missing"), 1]);
+      return { priority: priority.body, popped: popped.body.reply[0].klass, missing };
+    });
+    expect(seen).toMatchObject({ priority: { reply: 10 }, popped: "Second", missing: { status: 400 } });
+  });
+
+  it("tag add and remove answer the job's tags; tag get finds the job by tag; a missing job is qless's error", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      const tag = r.jid("tag"); // a tag no other test uses
+      await put(r, "job", "K", {}, "tags", JSON.stringify(["a"]));
+      const added = await r.qless("tag", ["add", r.jid("job"), tag, "b"]);
+      const removed = await r.qless("tag", ["remove", r.jid("job"), "a"]);
+      const found = await r.qless("tag", ["get", tag]);
+      const missing = await r.qless("tag", ["add", r.jid("missing"), "x"]);
+      return { added: added.body, removed: removed.body, found: found.body, missing };
+    });
+    expect(seen).toMatchObject({
+      added: { reply: ["a", "<tag>", "b"] },
+      removed: { reply: ["<tag>", "b"] },
+      found: { reply: { total: 1, jobs: ["<job>"] } },
+      missing: { status: 400, body: { error: { message: "Tag(): Job <missing> does not exist" } } },
+    });
+  });
+
+  it("jobs lists running, scheduled, depends and recurring jids as qless does, and refuses an unknown type the same way", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "running", "K", {});
+      await r.qless("pop", [r.queue, "w", 1]);
+      await r.qless("put", ["client", r.queue, r.jid("later"), "K", "{}", 60]);
+      const lists = [];
+      for (const type of ["running", "stalled", "scheduled", "depends", "recurring"])
+        lists.push((await r.qless("jobs", [type, r.queue])).body);
+      const unknown = await r.qless("jobs", ["waiting", r.queue]);
+      return { lists, unknown };
+    });
+    expect(seen).toMatchObject({
+      lists: [{ reply: ["<running>"] }, { reply: [] }, { reply: ["<later>"] }, { reply: [] }, { reply: [] }],
+      unknown: { status: 400, body: { error: { message: 'Jobs(): Unknown type "waiting"' } } },
+    });
+  });
+
+  it("jobs complete lists completed jids newest first", async () => {
+    for (const store of STORES) {
+      const r = run(store);
+      for (const name of ["older", "newer"]) {
+        await put(r, name, "K", {});
+        await r.qless("pop", [r.queue, "w", 1]);
+        await r.qless("complete", [r.jid(name), "w", r.queue, "{}"]);
+        // The next completion gets a later time, the order both stores sort by.
+        const completed = Date.now();
+        await until(() => Date.now() > completed, "the clock to move on");
+      }
+      // qless's list is global: other tests' jobs may sit between ours.
+      const listed: string[] = (await r.qless("jobs", ["complete", 0, 10_000])).body.reply;
+      expect(listed.indexOf(r.jid("newer")), store).toBeGreaterThanOrEqual(0);
+      expect(listed.indexOf(r.jid("newer")), store).toBeLessThan(listed.indexOf(r.jid("older")));
+    }
+  });
+
+  it("retry gives the job back with one retry spent, answering what is left, and fails it for good when none is", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {}, "retries", 1);
+      await r.qless("pop", [r.queue, "w", 1]);
+      const first = await r.qless("retry", [r.jid("job"), r.queue, "w"]);
+      const waiting = (await r.qless("get", [r.jid("job")])).body.reply.state;
+      await r.qless("pop", [r.queue, "w", 1]);
+      const last = await r.qless("retry", [r.jid("job"), r.queue, "w"]);
+      const failed = (await r.qless("get", [r.jid("job")])).body.reply;
+      return { first: first.body, waiting, last: last.body, failed: [failed.state, failed.failure.group, failed.failure.message] };
+    });
+    expect(seen).toEqual({
+      first: { reply: 0 },
+      waiting: "waiting",
+      last: { reply: -1 },
+      failed: ["failed", "failed-retries-<queue>", 'Job exhausted retries in queue "<queue>"'],
+    });
+  });
+
+  it("queues without a queue lists every queue of the backend with its counts", async () => {
+    await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {});
+      const all = await r.qless("queues", []);
+      return all.body.reply.find((entry: { name: string }) => entry.name === r.queue);
+    });
+  });
+
+  it("depends on a store whose dependencies are fixed at enqueue answers 501 naming the reason", async () => {
+    const r = run("sql");
+    await put(r, "job", "K", {});
+    const res = await r.qless("depends", [r.jid("job"), "on", "other"]);
+    expect(res.status).toBe(501);
+    expect(res.body.error.message).toContain("fixes them at enqueue");
+  });
+});

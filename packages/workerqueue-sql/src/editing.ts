@@ -1,0 +1,43 @@
+import { type EnqueueInput, JOB_STATES, type Job, runAtOf } from "@switchyard/core";
+import { SY } from "./columns.js";
+import { normalize } from "./enqueue.js";
+import type { Store } from "./options.js";
+import { enqueueRow } from "./row.js";
+import { transition } from "./transitions.js";
+
+/** Editing applies to a job in any state, as qless's `priority`, `tag` and re-`put` do. */
+const ANY_STATE = { states: [...JOB_STATES], onWrongState: "invalid-state" as const };
+
+export function setPriority(store: Store, queue: string, id: string, priority: number): Promise<Job> {
+  return transition(store, queue, id, "change the priority of", ANY_STATE, () => ({ [SY.priority]: priority }));
+}
+
+export function setTags(store: Store, queue: string, id: string, tags: string[]): Promise<Job> {
+  return transition(store, queue, id, "tag", ANY_STATE, () => ({ [SY.tags]: tags.length > 0 ? JSON.stringify(tags) : null }));
+}
+
+/** The row written as a new job's would be, in place: same row id, job id and creation time. */
+export function replaceJob(store: Store, queue: string, id: string, input: EnqueueInput): Promise<Job> {
+  const normalized = normalize(input);
+  return transition(store, queue, id, "re-put", ANY_STATE, (_row, now) => {
+    const {
+      created_at: _created,
+      [SY.jobId]: _id,
+      [SY.createdMs]: _createdMs,
+      ...fresh
+    } = enqueueRow(store, queue, normalized, runAtOf(normalized, now), now);
+    return {
+      ...fresh,
+      details: null,
+      duration: null,
+      [SY.worker]: null,
+      [SY.leaseUntil]: null,
+      [SY.result]: null,
+      [SY.progress]: null,
+      [SY.errorGroup]: null,
+      [SY.startedMs]: null,
+      [SY.finishedMs]: null,
+      [SY.canceledMs]: null,
+    };
+  });
+}
