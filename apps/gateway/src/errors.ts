@@ -1,4 +1,4 @@
-import { type ErrorCode, isSwitchyardError } from "@switchyard/core";
+import { type ErrorCode, QlessCommandError, isSwitchyardError } from "@switchyard/core";
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -37,6 +37,8 @@ interface HttpFailure {
 
 function describe(error: unknown): HttpFailure {
   if (isSwitchyardError(error)) return { status: STATUS_BY_CODE[error.code], code: error.code, message: error.message };
+  // qless's own refusal (a bad argument, a job given to another worker), with qless's message.
+  if (error instanceof QlessCommandError) return { status: 400, code: "QLESS_ERROR", message: error.message };
   if (error instanceof HTTPException) {
     const status = error.status as ContentfulStatusCode;
     return { status, code: CODE_BY_HTTP_STATUS[status] ?? "HTTP_ERROR", message: error.message || `HTTP ${status}` };

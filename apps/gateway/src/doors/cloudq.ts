@@ -1,88 +1,25 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import {
-  type AdapterDescriptor,
-  type Backend,
-  type EnqueueInput,
-  InvalidStateError,
-  type Job,
-  type Json,
-  NotFoundError,
-  ValidationError,
-  producerExtras,
-} from "@switchyard/core";
-import { type Context, Hono, type MiddlewareHandler } from "hono";
-import { z } from "zod";
+import { type OpenAPIHono, type RouteConfig, z } from "@hono/zod-openapi";
+import { type AdapterDescriptor, type Backend, InvalidStateError, JobIdSchema, NotFoundError, QueueNameSchema } from "@switchyard/core";
+import { Hono, type MiddlewareHandler } from "hono";
+import type { ZodType } from "zod";
 import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
-import { errorFormat, limitBody, readJson } from "../http.js";
+import { errorFormat, limitBody } from "../http.js";
 import type { QueueRouter } from "../router.js";
 import type { Wakeups } from "../wakeups.js";
+import {
+  CLOUDQ_WORKER,
+  CloudqError,
+  CloudqStats,
+  CloudqStatus,
+  PublishBody,
+  ReservedJob,
+  publishInput,
+  reservedBody,
+} from "./cloudq-protocol.js";
+import { body as bodyOf, declaredDoor, route } from "./declare.js";
 import type { Door } from "./door.js";
-
-/** The lease holder of jobs reserved through this door; Cloudq's DELETE completes without naming one. */
-export const CLOUDQ_WORKER = "cloudq";
-
-/** node-cloudq 2.x: priorities 1..100, lower first, default 100. Core: larger first, default 0. */
-const CLOUDQ_DEFAULT_PRIORITY = 100;
-/**
- * Core priorities are whole numbers, Cloudq's need not be (1.5 runs between 1 and 2), so Cloudq
- * priority p maps to core `round((100 - p) * 1000)`: in order to a thousandth, default still 0.
- */
-const CLOUDQ_PRIORITY_SCALE = 1000;
-
-export function corePriority(cloudqPriority: number): number {
-  return Math.round((CLOUDQ_DEFAULT_PRIORITY - cloudqPriority) * CLOUDQ_PRIORITY_SCALE);
-}
-
-/** Keys the GET answer sets itself; a job's native fields of the same name must not shadow them. */
-const RESERVED_KEYS = new Set(["klass", "args", "id", "job", "status", "ok"]);
-
-const PlainObject = z.record(z.string(), z.unknown(), { message: "job object required" });
-
-/** A Cloudq job: `klass` and `args` as the servers require them; every other key travels with the job. */
-const CloudqJob = z.looseObject({
-  klass: z.string({ message: "klass key required" }).min(1, "klass key required"),
-  args: z.custom<Json>((value) => value !== undefined, "args key required"),
-});
-
-const PRIORITY_RANGE = "priority must be a number from 1 (first) to 100 (last)";
-
-/** node-cloudq 2.x stores `priority || 100`: 0 and null are the default, as is no priority at all. */
-const CloudqPriority = z.preprocess(
-  (value) => (value === 0 || value === null ? undefined : value),
-  z.number({ message: PRIORITY_RANGE }).min(1, PRIORITY_RANGE).max(100, PRIORITY_RANGE).optional(),
-);
-
-/** zod's first message alone: Cloudq clients get the servers' short texts (`klass key required`). */
-function parseCloudq<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new ValidationError(parsed.error.issues[0]?.message ?? "invalid job");
-  return parsed.data;
-}
-
-/**
- * Reads a publish body the ways real clients send it: `{"job":{klass,args}, priority?}` (the
- * protocol and every client library) or the bare `{klass,args}` of the protocol's curl example.
- */
-export function publishInput(body: unknown): EnqueueInput {
-  const envelope = parseCloudq(PlainObject, body);
-  // node-cloudq reads `priority` beside `job`; in the bare form that is the job object itself.
-  const bare = !("job" in envelope) && "klass" in envelope;
-  const { klass, args, ...rest } = parseCloudq(CloudqJob, parseCloudq(PlainObject, bare ? envelope : envelope.job));
-  const cloudqPriority = parseCloudq(CloudqPriority, bare ? rest.priority : envelope.priority);
-  const extra = Object.fromEntries(Object.entries(rest).filter(([key]) => !(bare && key === "priority")));
-  const input: EnqueueInput = { name: klass, data: Array.isArray(args) ? args : [args] };
-  if (cloudqPriority !== undefined) input.priority = corePriority(cloudqPriority);
-  if (Object.keys(extra).length > 0) input.native = extra;
-  return input;
-}
-
-/** The GET answer: the job's fields at the top level as the real servers send them, and the protocol text's `job` wrapper. */
-export function reservedBody(job: Job, adapters: readonly AdapterDescriptor[]): Record<string, unknown> {
-  const args = Array.isArray(job.data) ? job.data : [job.data];
-  const extras = Object.fromEntries(Object.entries(producerExtras(job.native, adapters)).filter(([key]) => !RESERVED_KEYS.has(key)));
-  return { ...extras, klass: job.name, args, id: job.id, job: { klass: job.name, args, id: job.id } };
-}
 
 function sameSecret(given: string, expected: string): boolean {
   const digest = (value: string) => createHash("sha256").update(value).digest();
@@ -139,46 +76,112 @@ export interface CloudqDoorOptions {
   wakeups: Wakeups;
 }
 
+/** The door's JSON bodies and path parameters for /openapi.json. */
+const body = (description: string, schema: ZodType) => ({ description, content: { "application/json": { schema } } });
+const QueueParam = z.object({ queue: QueueNameSchema.describe("The queue; `stats` is the stats route, as on the Cloudq servers.") });
+const JobParams = QueueParam.extend({ id: JobIdSchema.describe("The `id` the GET answered.") });
+const REFUSED = {
+  400: body("Bad input, in the Cloudq servers' words (`klass key required`)", CloudqError),
+  404: body("No such job in that queue, or no route for the queue", CloudqError),
+  501: body("The queue's backend cannot honour this", CloudqError),
+  503: body("The queue's backend is unavailable", CloudqError),
+};
+
 /** The Cloudq door (spec §1, §4.4): POST/PUT publish, GET reserve, DELETE finish, GET /stats. */
-export function createCloudqDoor(router: QueueRouter, { config, env, adapters, wakeups }: CloudqDoorOptions): Hono<GatewayEnv> {
-  const door = new Hono<GatewayEnv>();
+export function createCloudqDoor(router: QueueRouter, { config, env, adapters, wakeups }: CloudqDoorOptions): OpenAPIHono<GatewayEnv> {
+  // The first issue alone: Cloudq clients get the servers' short texts.
+  const door = declaredDoor((error) => error.issues[0]?.message ?? "invalid request");
   const cloudq = errorFormat("cloudq");
   const auth = basicAuth(config.token ?? env.TOKEN ?? null, config.secret ?? env.SECRET ?? null);
+  const authOn = (config.token ?? env.TOKEN) != null && (config.secret ?? env.SECRET) != null;
+  if (authOn) door.openAPIRegistry.registerComponent("securitySchemes", "cloudqBasic", { type: "http", scheme: "basic" });
+  const security = authOn ? [{ cloudqBasic: [] }] : [];
+  const unauthorized: RouteConfig["responses"] = authOn ? { 401: { description: "Missing or wrong credentials (`Unauthorized`)" } } : {};
 
-  // Registered per route rather than with door.use("*"): mounted at `/`, a catch-all middleware would also wrap /v1.
-  door.get("/stats", cloudq, async (c) => {
-    const stats = [];
-    for (const { name } of await router.queues()) {
-      const counts = await router.backendFor(name).counts(name);
-      const published = counts.waiting + counts.delayed + counts.blocked;
-      stats.push({ key: name, value: { published, consumed: counts.active, complete: counts.completed } });
-    }
-    return c.json(stats);
-  });
+  // Middleware per route rather than door.use("*"): mounted at `/`, a catch-all would also wrap /v1.
+  door.openapi(
+    route({
+      method: "get",
+      path: "/stats",
+      summary: "Jobs per queue: published (waiting), consumed (reserved), complete",
+      middleware: [cloudq],
+      responses: { 200: body("One entry per queue", CloudqStats) },
+    }),
+    async (c) => {
+      const stats = [];
+      for (const { name } of await router.queues()) {
+        const counts = await router.backendFor(name).counts(name);
+        const published = counts.waiting + counts.delayed + counts.blocked;
+        stats.push({ key: name, value: { published, consumed: counts.active, complete: counts.completed } });
+      }
+      return c.json(stats, 200);
+    },
+  );
 
-  const publish = async (c: Context<GatewayEnv>) => {
-    const queue = c.req.param("queue")!;
-    const backend = router.backendFor(queue);
-    const input = publishInput(await readJson(c));
-    await backend.enqueue(queue, input);
-    return c.json({ status: "success" });
-  };
-  door.post("/:queue", cloudq, auth, limitBody, publish);
-  door.put("/:queue", cloudq, auth, limitBody, publish);
+  for (const method of ["post", "put"] as const) {
+    door.openapi(
+      route({
+        method,
+        path: "/{queue}",
+        summary: method === "post" ? "Publish a job" : "Publish a job (as POST)",
+        middleware: [cloudq, auth, limitBody, ...bodyOf(PublishBody).middleware],
+        security,
+        request: { params: QueueParam, body: bodyOf(PublishBody).body },
+        responses: {
+          200: body("Published", CloudqStatus),
+          ...unauthorized,
+          ...REFUSED,
+          413: body("The body is larger than 1 MiB", CloudqError),
+        },
+      }),
+      async (c) => {
+        const { queue } = c.req.valid("param");
+        await router.backendFor(queue).enqueue(queue, publishInput(c.req.valid("json")));
+        return c.json({ status: "success" as const }, 200);
+      },
+    );
+  }
 
-  door.get("/:queue", cloudq, auth, async (c) => {
-    const queue = c.req.param("queue");
-    const backend = router.backendFor(queue);
-    const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
-    const job = await wakeups.reserveWaiting(queue, reserve, config.longPollMs, c.req.raw.signal);
-    return c.json(job ? reservedBody(job, adapters) : { status: "empty" });
-  });
+  door.openapi(
+    route({
+      method: "get",
+      path: "/{queue}",
+      summary: "Reserve the next job, waiting up to `longPollMs` for one",
+      middleware: [cloudq, auth],
+      security,
+      request: { params: QueueParam },
+      responses: { 200: body("The job, or `{status: empty}`", z.union([ReservedJob, CloudqStatus])), ...unauthorized, ...REFUSED },
+    }),
+    async (c) => {
+      const { queue } = c.req.valid("param");
+      const backend = router.backendFor(queue);
+      const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
+      const job = await wakeups.reserveWaiting(queue, reserve, config.longPollMs, c.req.raw.signal);
+      return c.json(job ? reservedBody(job, adapters) : { status: "empty" }, 200);
+    },
+  );
 
-  door.delete("/:queue/:id", cloudq, auth, async (c) => {
-    const { queue, id } = c.req.param();
-    await finish(router.backendFor(queue), queue, id);
-    return c.json({ status: "success" });
-  });
+  door.openapi(
+    route({
+      method: "delete",
+      path: "/{queue}/{id}",
+      summary: "Finish a job: complete it if reserved, cancel it if waiting",
+      middleware: [cloudq, auth],
+      security,
+      request: { params: JobParams },
+      responses: {
+        200: body("Finished", CloudqStatus),
+        ...unauthorized,
+        ...REFUSED,
+        409: body("The job keeps changing state", CloudqError),
+      },
+    }),
+    async (c) => {
+      const { queue, id } = c.req.valid("param");
+      await finish(router.backendFor(queue), queue, id);
+      return c.json({ status: "success" as const }, 200);
+    },
+  );
 
   return door;
 }
@@ -189,6 +192,7 @@ export const cloudqDoor: Door = {
   mount(app, { router, config, env, adapters, wakeups }) {
     const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters, wakeups });
     app.route("/cloudq", door);
-    if (config.doors.cloudq.mountAtRoot) app.route("/", door);
+    // At `/` through a plain Hono app: the same routes, described once (under /cloudq) in the document.
+    if (config.doors.cloudq.mountAtRoot) app.route("/", new Hono<GatewayEnv>().route("/", door));
   },
 };

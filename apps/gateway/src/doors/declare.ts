@@ -13,7 +13,7 @@ import { ErrorResponse } from "./native-schemas.js";
  */
 
 const REASONS: Record<number, string> = {
-  400: "Bad input: malformed JSON, a field that does not validate",
+  400: "Bad input: malformed JSON, a field that does not validate (on /qless also a refusal by qless's own rules, code QLESS_ERROR)",
   404: "No such job, or no route matches the queue",
   409: "The lease was lost or the job is in a state that does not allow this",
   413: "The body is larger than 1 MiB",
@@ -68,11 +68,14 @@ export function json(description: string, schema: ZodType) {
   return { description, content: { "application/json": { schema } } };
 }
 
-/** An app for a door's routes; mounted with app.route(), its routes join /openapi.json. */
-export function declaredDoor(): OpenAPIHono<GatewayEnv> {
+/**
+ * An app for a door's routes; mounted with app.route(), its routes join /openapi.json. `describe`
+ * words a validation failure (by default every issue with its path; a protocol may want its own text).
+ */
+export function declaredDoor(describe: (error: ZodError, target: string) => string = describeIssues): OpenAPIHono<GatewayEnv> {
   return new OpenAPIHono<GatewayEnv>({
     defaultHook: (result) => {
-      if (!result.success) throw new ValidationError(describeIssues(result.error as ZodError, result.target));
+      if (!result.success) throw new ValidationError(describe(result.error as ZodError, result.target));
     },
   });
 }

@@ -1,21 +1,78 @@
-import { type Backend, QlessCommandError, type QlessCommands, ValidationError, hasQlessCommands, parseOrThrow } from "@switchyard/core";
-import { Hono } from "hono";
-import { z } from "zod";
+import { z } from "@hono/zod-openapi";
+import { type Backend, type QlessCommands, ValidationError, hasQlessCommands } from "@switchyard/core";
 import type { NamedBackend } from "../backends.js";
-import type { GatewayEnv } from "../errors.js";
-import { errorFormat, limitBody, readJson } from "../http.js";
+import { errorFormat, limitBody } from "../http.js";
 import type { QueueRouter } from "../router.js";
+import { BACKEND_ERRORS, body, declaredDoor, errors, json, route } from "./declare.js";
 import type { Door } from "./door.js";
+import { Json } from "./native-schemas.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
 
 /** `POST /qless/:command` body: the args a qless client passes after `now`, and optionally `now` and a queue. */
-const QlessBodySchema = z.object({
-  args: z.array(z.union([z.string(), z.number()])).default([]),
-  /** Float epoch seconds; the gateway's clock when absent. Only qless-redis backends see it. */
-  now: z.union([z.number(), z.string()]).optional(),
-  /** For commands that take only jids or nothing: the queue whose backend runs them. */
-  queue: z.string().min(1).optional(),
+const QlessBody = z
+  .object({
+    args: z
+      .array(z.union([z.string(), z.number()]))
+      .default([])
+      .describe("The arguments a qless client passes to the script after `now`."),
+    now: z
+      .union([z.number(), z.string()])
+      .optional()
+      .describe("Float epoch seconds; the gateway's clock when absent. Only qless-redis backends see it."),
+    queue: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("For commands that take only jids or nothing: a queue routed to the backend that runs them."),
+  })
+  .openapi("QlessRequest");
+
+/** qless-core's API (qless.lua's dispatch table); anything else is refused before it reaches a store. */
+const QLESS_COMMANDS = [
+  "cancel",
+  "complete",
+  "config.get",
+  "config.set",
+  "config.unset",
+  "depends",
+  "fail",
+  "failed",
+  "get",
+  "heartbeat",
+  "jobs",
+  "length",
+  "log",
+  "multiget",
+  "pause",
+  "peek",
+  "pop",
+  "priority",
+  "put",
+  "queue.forget",
+  "queues",
+  "recur",
+  "recur.get",
+  "recur.tag",
+  "recur.untag",
+  "recur.update",
+  "requeue",
+  "retry",
+  "stats",
+  "tag",
+  "timeout",
+  "track",
+  "unfail",
+  "unpause",
+  "unrecur",
+  "worker.deregister",
+  "workers",
+] as const;
+
+const QlessCommandParams = z.object({
+  command: z.enum(QLESS_COMMANDS, { message: "Unknown command: not one of qless-core's" }).describe("A qless-core command."),
 });
+
+const QlessReply = z.object({ reply: Json.nullable().describe("The script's reply; JSON-text replies parsed.") }).openapi("QlessReply");
 
 /** Where each queue-naming command has its queue among the args after `now`. */
 const QUEUE_ARG: Record<string, number> = {
@@ -110,41 +167,40 @@ function resolveTarget(
   );
 }
 
-const qlessErrorBody = (message: string) => ({ error: { code: "QLESS_ERROR", message } });
-
 /**
  * The qless door: `POST /qless/:command` with `{args, now?, queue?}` answers `{reply}`. On a
- * qless-redis backend the command runs verbatim on its qless script; on any other backend the core
- * subset is translated (qless-translate.ts) and the rest answers 501.
+ * qless-redis backend the command runs verbatim on its qless script; on any other backend it is
+ * translated onto the Backend contract (qless-translate.ts), and what the store cannot do answers 501.
  */
-export function createQlessDoor(router: QueueRouter, backends: Map<string, NamedBackend>): Hono<GatewayEnv> {
-  const door = new Hono<GatewayEnv>();
-
-  door.post("/:command", errorFormat("native"), limitBody, async (c) => {
-    const command = c.req.param("command");
-    const body = parseOrThrow(QlessBodySchema, (await readJson(c, { optional: true })) ?? {}, "qless request");
-    // The script's own switchyard.* commands serve the core Backend, not qless clients.
-    if (command.startsWith("switchyard.")) return c.json(qlessErrorBody(`Unknown command ${command}`), 400);
-    const target = resolveTarget(router, backends, command, body.args, body.queue);
-    try {
-      if ("qless" in target) {
-        const reply = await target.qless.qless(command, body.now ?? Date.now() / 1000, ...body.args);
-        return c.json({ reply: shapeReply(command, body.args, reply) });
-      }
-      return c.json({ reply: await runTranslated(target.backend, target.queue, command, body.args) });
-    } catch (error) {
-      if (error instanceof QlessCommandError) return c.json(qlessErrorBody(error.message), 400);
-      throw error;
-    }
-  });
-
-  return door;
-}
-
-/** The qless door at `/qless`. */
 export const qlessDoor: Door = {
   name: "qless",
   mount(app, { router, backends }) {
-    app.route("/qless", createQlessDoor(router, backends));
+    const door = declaredDoor();
+    door.use("*", errorFormat("native"), limitBody);
+    const request = body(QlessBody, true);
+    door.openapi(
+      route({
+        method: "post",
+        path: "/{command}",
+        summary: "Run one qless command with the arguments a qless client passes after `now`",
+        middleware: request.middleware,
+        request: { params: QlessCommandParams, body: request.body },
+        responses: {
+          200: json("The command's reply, shaped as qless's script gives it", QlessReply),
+          ...errors(...BACKEND_ERRORS, 409, 413),
+        },
+      }),
+      async (c) => {
+        const { command } = c.req.valid("param");
+        const { args, now, queue } = c.req.valid("json");
+        const target = resolveTarget(router, backends, command, args, queue);
+        const reply =
+          "qless" in target
+            ? shapeReply(command, args, await target.qless.qless(command, now ?? Date.now() / 1000, ...args))
+            : await runTranslated(target.backend, target.queue, command, args);
+        return c.json({ reply: reply as never }, 200);
+      },
+    );
+    app.route("/qless", door);
   },
 };
