@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type TestGateway, openTestGateway } from "./helpers.js";
+import { type TestGateway, openTestGateway, until } from "./helpers.js";
 
 let t: TestGateway;
 beforeAll(async () => {
@@ -65,6 +65,19 @@ describe("native /v1 door", () => {
     expect(["loading", "processing"]).toContain(row?.status);
     const empty = await t.request("POST", `/v1/queues/${q}/reserve`, { worker: "worker-a", count: 5 });
     expect(empty.json.jobs).toEqual([]);
+  });
+
+  it("POST .../reserve with wait parks until a job is enqueued and takes it at once; a wait over 30 s is refused", async () => {
+    const q = queue();
+    const waiting = t.request("POST", `/v1/queues/${q}/reserve`, { worker: "patient", wait: 10_000 });
+    await until(() => t.gateway.wakeups.parked(q) === 1, "the reserve to park");
+    const job = await enqueue(q);
+    const reserved = await waiting;
+    expect(reserved.json.jobs).toMatchObject([{ id: job.id, lease: { worker: "patient" } }]);
+    expect(t.gateway.wakeups.parked(q)).toBe(0);
+    const tooLong = await t.request("POST", `/v1/queues/${q}/reserve`, { worker: "w", wait: 30_001 });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.json.error.message).toContain("wait");
   });
 
   it("POST .../heartbeat extends the lease of its holder and refuses another worker with 409 LEASE_LOST", async () => {

@@ -43,6 +43,15 @@ export const ReserveBody = z
     worker: Worker,
     count: z.number().int().min(1).max(MAX_PAGE_SIZE).optional().describe("How many jobs to claim at most; default 1."),
     leaseMs: LeaseMs.optional(),
+    wait: z
+      .number()
+      .int()
+      .min(0)
+      .max(30_000)
+      .optional()
+      .describe(
+        "Milliseconds to wait for a job when none is due (at most 30 s; default 0). A job enqueued through this gateway ends the wait at once.",
+      ),
   })
   .openapi("ReserveBody");
 

@@ -7,7 +7,7 @@ import * as S from "./native-schemas.js";
 /** The canonical REST door at `/v1`: every core operation, one route each, described at /openapi.json. */
 export const nativeDoor: Door = {
   name: "native",
-  mount(app, { router }) {
+  mount(app, { router, wakeups }) {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const on = (queue: string) => router.backendFor(queue);
@@ -59,14 +59,19 @@ export const nativeDoor: Door = {
       route({
         method: "post",
         path: "/queues/{queue}/reserve",
-        summary: "Claim up to `count` due jobs with a lease for `worker`",
+        summary: "Claim up to `count` due jobs with a lease for `worker`, waiting up to `wait` ms for one",
         middleware: reserve.middleware,
         request: { params: S.QueueParams, body: reserve.body },
         responses: { 200: json("The claimed jobs (possibly none)", S.JobsResponse), ...errors(...BACKEND_ERRORS, 413) },
       }),
       async (c) => {
         const { queue } = c.req.valid("param");
-        return c.json({ jobs: await on(queue).reserve(queue, c.req.valid("json")) }, 200);
+        const { wait, ...options } = c.req.valid("json");
+        const take = async () => {
+          const jobs = await on(queue).reserve(queue, options);
+          return jobs.length > 0 ? jobs : undefined;
+        };
+        return c.json({ jobs: (await wakeups.reserveWaiting(queue, take, wait ?? 0, c.req.raw.signal)) ?? [] }, 200);
       },
     );
 
