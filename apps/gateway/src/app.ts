@@ -11,6 +11,7 @@ import { qlessDoor } from "./doors/qless.js";
 import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { mountReference } from "./reference.js";
+import { type Logger, createLogger, requestLog } from "./request-log.js";
 import { QueueRouter } from "./router.js";
 import { type WakeListener, listenForWakeups } from "./wake-listener.js";
 import { Wakeups, wakingBackend } from "./wakeups.js";
@@ -25,6 +26,8 @@ export interface GatewayOptions {
   adapters?: readonly AdapterDescriptor[];
   /** Environment for TOKEN/SECRET; process.env by default. */
   env?: Record<string, string | undefined>;
+  /** Where request lines and failures go; by default warnings and errors only, as JSON on stdout. */
+  logger?: Logger;
 }
 
 export interface Gateway {
@@ -97,8 +100,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;
 
+  const logger = options.logger ?? createLogger("warn");
   const app = new OpenAPIHono<GatewayEnv>();
-  installErrorHandling(app);
+  app.use("*", requestLog(logger));
+  installErrorHandling(app, logger);
 
   let document: unknown;
   app.get("/openapi.json", (c) => {

@@ -3,4 +3,6 @@ export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
   env: Record<string, string | undefined>;
+  /** Where `serve` writes its request log; stdout when absent. */
+  logTo?: NodeJS.WritableStream;
 }

@@ -9,6 +9,7 @@ import { BRIDGE_NOTES, type RunningBridge, runBridgeCommand } from "./bridge/bri
 import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { MIGRATE_NOTES, MigrateError, runMigrateCommand } from "./migrate-command.js";
+import { LOG_LEVELS, type LogLevel, createLogger } from "./request-log.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
@@ -28,12 +29,23 @@ function parsePort(value: string): number {
   return port;
 }
 
-async function serve(options: { port?: string; host?: string; config?: string }, io: CliIo, adapters: readonly AdapterDescriptor[]) {
+function parseLogLevel(value: string): LogLevel {
+  if (!(LOG_LEVELS as readonly string[]).includes(value))
+    throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`);
+  return value as LogLevel;
+}
+
+async function serve(
+  options: { port?: string; host?: string; config?: string; logLevel?: string },
+  io: CliIo,
+  adapters: readonly AdapterDescriptor[],
+) {
   const configPath = options.config ?? io.env.SWITCHYARD_CONFIG;
   const config = await loadConfig(configPath, adapters);
   const port = parsePort(options.port ?? io.env.PORT ?? String(DEFAULT_PORT));
   const host = options.host ?? io.env.HOST ?? DEFAULT_HOST;
-  const server = await startServer({ config, port, host, env: io.env, adapters });
+  const logger = createLogger(parseLogLevel(options.logLevel ?? io.env.LOG_LEVEL ?? "info"), io.logTo);
+  const server = await startServer({ config, port, host, env: io.env, adapters, logger });
   const backends = Object.entries(config.backends).map(([name, spec]) => `${name}=${spec.type} ${redactUrl(spec.url)}`);
   io.out(`switchyard listening on ${server.url} (config: ${configPath ?? "built-in default"}; backends: ${backends.join(", ")})\n`);
   return server;
@@ -58,6 +70,7 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .option("-p, --port <n>", `port to listen on (env PORT; default ${DEFAULT_PORT})`)
     .option("-H, --host <addr>", `address to bind (env HOST; default ${DEFAULT_HOST})`)
     .option("-c, --config <path>", "YAML or JSON configuration (env SWITCHYARD_CONFIG)")
+    .option("--log-level <level>", `one JSON line per request at info; ${LOG_LEVELS.join(", ")} (env LOG_LEVEL; default info)`)
     .addHelpText("after", DOORS)
     .action(async (options) => done(await serve(options, io, adapters)));
   cli

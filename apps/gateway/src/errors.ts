@@ -2,11 +2,12 @@ import { type ErrorCode, QlessCommandError, isSwitchyardError } from "@switchyar
 import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { Logger } from "pino";
 
 /** How a door shapes its error bodies; a door sets it on the context before its handlers run. */
 export type ErrorFormat = "native" | "cloudq";
 
-export type GatewayEnv = { Variables: { errorFormat: ErrorFormat } };
+export type GatewayEnv = { Variables: { errorFormat: ErrorFormat; requestId: string } };
 
 /** The one place typed core errors become HTTP statuses. */
 export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
@@ -52,11 +53,13 @@ export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Res
   return c.json({ error: { code: failure.code, message: failure.message } }, failure.status);
 }
 
-export function installErrorHandling(app: Hono<GatewayEnv>): void {
+export function installErrorHandling(app: Hono<GatewayEnv>, logger: Logger): void {
   app.onError((error, c) => {
     const failure = describe(error);
     // A 500 means a bug or an adapter failing in an untyped way: keep the details in the log, not the reply.
-    if (failure.status >= 500 && failure.code === "INTERNAL") console.error(`[switchyard] ${c.req.method} ${c.req.path} failed:`, error);
+    if (failure.status >= 500 && failure.code === "INTERNAL") {
+      logger.error({ err: error, requestId: c.get("requestId"), method: c.req.method, route: c.req.routePath }, "request failed");
+    }
     return errorResponse(c, failure);
   });
   app.notFound((c) => {
