@@ -1,4 +1,4 @@
-import { OpenAPIHono, createRoute } from "@hono/zod-openapi";
+import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { AdapterDescriptor } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
@@ -10,6 +10,7 @@ import { nativeDoor } from "./doors/native.js";
 import { qlessDoor } from "./doors/qless.js";
 import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
+import { GatewayMetrics } from "./metrics.js";
 import { mountReference } from "./reference.js";
 import { type Logger, createLogger, requestLog } from "./request-log.js";
 import { QueueRouter } from "./router.js";
@@ -72,6 +73,13 @@ const healthRoute = createRoute({
   },
 });
 
+const metricsRoute = createRoute({
+  method: "get",
+  path: "/metrics",
+  summary: "Prometheus metrics: requests, jobs, backend calls, and jobs by state per queue (counted on scrape, reused for 5 s)",
+  responses: { 200: { description: "Prometheus text format", content: { "text/plain": { schema: z.string() } } } },
+});
+
 /**
  * The OpenAPI 3.1 document of every route declared with `openapi()`, generated from the zod schemas
  * that validate them. One correction: the generator renders the recursive `Json` union with `oneOf`
@@ -96,13 +104,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const config = parseConfig(options.config, "config", adapters);
   const wakeups = new Wakeups(config.longPollIntervalMs);
   const opened = await openBackends(config, adapters);
-  const backends = new Map([...opened].map(([name, named]) => [name, { ...named, backend: wakingBackend(named.backend, wakeups) }]));
+  const metrics: GatewayMetrics = new GatewayMetrics(() => backends.values());
+  const backends: Map<string, NamedBackend> = new Map(
+    [...opened].map(([name, named]) => [name, { ...named, backend: wakingBackend(metrics.instrument(name, named.backend), wakeups) }]),
+  );
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;
 
   const logger = options.logger ?? createLogger("warn");
   const app = new OpenAPIHono<GatewayEnv>();
-  app.use("*", requestLog(logger));
+  app.use("*", requestLog(logger), metrics.middleware());
   installErrorHandling(app, logger);
 
   let document: unknown;
@@ -111,6 +122,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json(document);
   });
   mountReference(app);
+  app.openapi(metricsRoute, async (c) => c.text(await metrics.registry.metrics(), 200, { "Content-Type": metrics.registry.contentType }));
   app.openapi(healthRoute, async (c) => {
     const entries = await Promise.all([...backends.values()].map(async (named) => [named.name, await checkBackend(named)] as const));
     const ok = entries.every(([, check]) => check.ok);

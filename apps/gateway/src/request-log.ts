@@ -19,7 +19,7 @@ export function createLogger(level: LogLevel, destination: NodeJS.WritableStream
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /** The door a path belongs to, for the log line (the Cloudq door may also own `/:queue`). */
-function doorOf(path: string): string {
+export function doorOf(path: string): string {
   const first = path.split("/")[1] ?? "";
   if (first === "v1") return "native";
   if (["qless", "workerqueue", "cloudq"].includes(first)) return first;

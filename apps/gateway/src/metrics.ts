@@ -1,0 +1,129 @@
+import { type Backend, JOB_STATES, type Job, isSwitchyardError } from "@switchyard/core";
+import type { MiddlewareHandler } from "hono";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { NamedBackend } from "./backends.js";
+import type { GatewayEnv } from "./errors.js";
+import { doorOf } from "./request-log.js";
+
+/** How long the per-queue job counts of one scrape are reused: a scraper never loads the stores. */
+const COUNTS_TTL_MS = 5_000;
+
+const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * The gateway's Prometheus metrics, served at /metrics: requests by door, route and status with
+ * their latency; jobs enqueued, completed, failed and retried by backend and queue; every backend
+ * call's latency and errors; and the jobs in each state of every queue, counted when scraped.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({
+    name: "switchyard_http_requests_total",
+    help: "HTTP requests answered, by door, method, route and status.",
+    labelNames: ["door", "method", "route", "status"] as const,
+    registers: [this.registry],
+  });
+  readonly #requestSeconds = new Histogram({
+    name: "switchyard_http_request_duration_seconds",
+    help: "Time to answer an HTTP request, by door, method and route.",
+    labelNames: ["door", "method", "route"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly #jobs = new Counter({
+    name: "switchyard_jobs_total",
+    help: "Jobs enqueued (new ones only), completed, failed for good and retried, by backend and queue.",
+    labelNames: ["backend", "queue", "event"] as const,
+    registers: [this.registry],
+  });
+  readonly #backendSeconds = new Histogram({
+    name: "switchyard_backend_call_duration_seconds",
+    help: "Time a backend call took, by backend and operation.",
+    labelNames: ["backend", "operation"] as const,
+    buckets: SECONDS,
+    registers: [this.registry],
+  });
+  readonly #backendErrors = new Counter({
+    name: "switchyard_backend_errors_total",
+    help: "Backend calls that failed, by backend, operation and error code.",
+    labelNames: ["backend", "operation", "code"] as const,
+    registers: [this.registry],
+  });
+  #counted: { at: number; rows: Array<{ backend: string; queue: string; state: string; count: number }> } | undefined;
+
+  constructor(backends: () => Iterable<NamedBackend>) {
+    collectDefaultMetrics({ register: this.registry, prefix: "switchyard_" });
+    const metrics = this;
+    new Gauge({
+      name: "switchyard_queue_jobs",
+      help: `Jobs in each state of every queue, counted on scrape (reused for ${COUNTS_TTL_MS / 1000} s).`,
+      labelNames: ["backend", "queue", "state"] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const row of await metrics.#queueCounts(backends))
+          this.set({ backend: row.backend, queue: row.queue, state: row.state }, row.count);
+      },
+    });
+  }
+
+  async #queueCounts(backends: () => Iterable<NamedBackend>) {
+    if (this.#counted && Date.now() - this.#counted.at < COUNTS_TTL_MS) return this.#counted.rows;
+    const rows = [];
+    for (const { name, backend } of backends()) {
+      // A store that is down leaves its queues out of this scrape; its errors are counted below.
+      const queues = await backend.queues().catch(() => [] as string[]);
+      for (const queue of queues) {
+        const counts = await backend.counts(queue).catch(() => undefined);
+        if (counts) for (const state of JOB_STATES) rows.push({ backend: name, queue, state, count: counts[state] });
+      }
+    }
+    this.#counted = { at: Date.now(), rows };
+    return rows;
+  }
+
+  /** Counts and times every request; the route is the pattern (`/v1/queues/:queue/jobs`), never the path. */
+  middleware(): MiddlewareHandler<GatewayEnv> {
+    return async (c, next) => {
+      const end = this.#requestSeconds.startTimer();
+      await next();
+      const labels = { door: doorOf(c.req.path), method: c.req.method, route: c.req.routePath };
+      end(labels);
+      this.#requests.inc({ ...labels, status: String(c.res.status) });
+    };
+  }
+
+  /** The backend, its calls timed and its job transitions counted. */
+  instrument<B extends Backend>(name: string, backend: B): B {
+    const metrics = this;
+    return new Proxy(backend, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (typeof value !== "function") return value;
+        const operation = String(property);
+        return async (...args: unknown[]) => {
+          const end = metrics.#backendSeconds.startTimer({ backend: name, operation });
+          try {
+            const result = await value.apply(target, args);
+            metrics.#countJobs(name, operation, args[0], result);
+            return result;
+          } catch (error) {
+            metrics.#backendErrors.inc({ backend: name, operation, code: isSwitchyardError(error) ? error.code : "INTERNAL" });
+            throw error;
+          } finally {
+            end();
+          }
+        };
+      },
+    });
+  }
+
+  #countJobs(backend: string, operation: string, queue: unknown, result: unknown): void {
+    if (typeof queue !== "string") return;
+    const count = (event: string, n = 1) => n > 0 && this.#jobs.inc({ backend, queue, event }, n);
+    if (operation === "enqueue") count("enqueued", (result as { created: boolean }).created ? 1 : 0);
+    if (operation === "enqueueBulk") count("enqueued", (result as Array<{ created: boolean }>).filter((r) => r.created).length);
+    if (operation === "complete") count("completed");
+    if (operation === "fail") count((result as Job).state === "failed" ? "failed" : "retried");
+  }
+}
