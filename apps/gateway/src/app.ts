@@ -3,6 +3,7 @@ import type { AdapterDescriptor } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
 import { type Config, ConfigError, type ConfigInput, parseConfig } from "./config.js";
+import { withDeadline } from "./deadline.js";
 import { cloudqDoor } from "./doors/cloudq.js";
 import type { Door } from "./doors/door.js";
 import { HealthResponse } from "./doors/native-schemas.js";
@@ -106,7 +107,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const opened = await openBackends(config, adapters);
   const metrics: GatewayMetrics = new GatewayMetrics(() => backends.values());
   const backends: Map<string, NamedBackend> = new Map(
-    [...opened].map(([name, named]) => [name, { ...named, backend: wakingBackend(metrics.instrument(name, named.backend), wakeups) }]),
+    [...opened].map(([name, named]) => {
+      const timed = withDeadline(name, named.backend, named.spec.timeoutMs);
+      return [name, { ...named, backend: wakingBackend(metrics.instrument(name, timed), wakeups) }];
+    }),
   );
   const router = new QueueRouter(config.routes, backends);
   const env = options.env ?? process.env;

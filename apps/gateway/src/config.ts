@@ -12,6 +12,8 @@ const BackendEntrySchema = z.strictObject({
   url: z.string().min(1),
   /** Passed to the adapter next to `url`; each adapter documents its own options. */
   options: z.record(z.string(), z.unknown()).default({}),
+  /** A call this backend has not answered within this long is a 503, so a frozen store holds no request open. */
+  timeoutMs: z.number().int().min(1).max(600_000).default(5_000),
 });
 export type BackendSpec = z.output<typeof BackendEntrySchema>;
 

@@ -48,7 +48,11 @@ function describe(error: unknown): HttpFailure {
 }
 
 /** Renders a failure in the door's own shape: `{error:{code,message}}` or Cloudq's `{status:"error",message}`. */
+/** When a client may try again after a 503: stores come back, and the gateway tries them afresh on every call. */
+const RETRY_AFTER_SECONDS = "1";
+
 export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Response {
+  if (failure.status === 503) c.header("Retry-After", RETRY_AFTER_SECONDS);
   if (c.get("errorFormat") === "cloudq") return c.json({ status: "error", message: failure.message }, failure.status);
   return c.json({ error: { code: failure.code, message: failure.message } }, failure.status);
 }
