@@ -1,6 +1,7 @@
 import { OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { AdapterDescriptor } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
+import { BEARER_SCHEME, TokenAuth, requireAccess, securityOf } from "./auth.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
 import { type Config, ConfigError, type ConfigInput, parseConfig } from "./config.js";
 import { withDeadline } from "./deadline.js";
@@ -78,7 +79,11 @@ const metricsRoute = createRoute({
   method: "get",
   path: "/metrics",
   summary: "Prometheus metrics: requests, jobs, backend calls, and jobs by state per queue (counted on scrape, reused for 5 s)",
-  responses: { 200: { description: "Prometheus text format", content: { "text/plain": { schema: z.string() } } } },
+  security: securityOf("metrics"),
+  responses: {
+    200: { description: "Prometheus text format", content: { "text/plain": { schema: z.string() } } },
+    401: { description: "Tokens are configured and the request has no known one" },
+  },
 });
 
 /**
@@ -102,6 +107,7 @@ function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
 /** Opens the configured backends and builds the Hono app with every door mounted. */
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
+  const env = options.env ?? process.env;
   const config = parseConfig(options.config, "config", adapters);
   const wakeups = new Wakeups(config.longPollIntervalMs);
   const opened = await openBackends(config, adapters);
@@ -113,11 +119,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     }),
   );
   const router = new QueueRouter(config.routes, backends);
-  const env = options.env ?? process.env;
 
   const logger = options.logger ?? createLogger("warn");
+  let auth: TokenAuth;
+  try {
+    auth = new TokenAuth(config.auth, env);
+  } catch (error) {
+    await closeBackends(backends);
+    throw new ConfigError(`auth.tokens: ${(error as Error).message}`, { cause: error });
+  }
   const app = new OpenAPIHono<GatewayEnv>();
-  app.use("*", requestLog(logger), metrics.middleware());
+  app.use("*", requestLog(logger), metrics.middleware(), auth.middleware());
+  app.openAPIRegistry.registerComponent("securitySchemes", BEARER_SCHEME, {
+    type: "http",
+    scheme: "bearer",
+    description: "Only when `auth.tokens` are configured; each route's role is the access level it needs (metrics < read < write < admin).",
+  });
   installErrorHandling(app, logger);
 
   let document: unknown;
@@ -126,7 +143,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json(document);
   });
   mountReference(app);
-  app.openapi(metricsRoute, async (c) => c.text(await metrics.registry.metrics(), 200, { "Content-Type": metrics.registry.contentType }));
+  app.openapi(metricsRoute, async (c) => {
+    requireAccess(c, "metrics", "metrics");
+    return c.text(await metrics.registry.metrics(), 200, { "Content-Type": metrics.registry.contentType });
+  });
   app.openapi(healthRoute, async (c) => {
     const entries = await Promise.all([...backends.values()].map(async (named) => [named.name, await checkBackend(named)] as const));
     const ok = entries.every(([, check]) => check.ok);

@@ -23,6 +23,9 @@ SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and c
 
 const defaultIo: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), env: process.env };
 
+/** Hosts only this machine can reach: no warning for serving them without tokens. */
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
 function parsePort(value: string): number {
   const port = Number(value);
   if (!/^\d+$/.test(value) || port > 65535) throw new ConfigError(`--port must be a number from 0 to 65535, got "${value}"`);
@@ -48,6 +51,11 @@ async function serve(
   const server = await startServer({ config, port, host, env: io.env, adapters, logger });
   const backends = Object.entries(config.backends).map(([name, spec]) => `${name}=${spec.type} ${redactUrl(spec.url)}`);
   io.out(`switchyard listening on ${server.url} (config: ${configPath ?? "built-in default"}; backends: ${backends.join(", ")})\n`);
+  if (config.auth.tokens.length === 0 && !LOOPBACK.has(host)) {
+    io.err(
+      `switchyard: warning: listening on ${host} with no auth.tokens configured: every door is open to anyone who can reach this port\n`,
+    );
+  }
   return server;
 }
 

@@ -4,6 +4,7 @@ import type { AdapterDescriptor } from "@switchyard/core";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ADAPTERS } from "./adapters.js";
+import { AuthSchema } from "./auth.js";
 import { WORKQ_WAKE_PORT } from "./wake-listener.js";
 
 /** A backend entry as the file gives it; its `options` are validated by the adapter's own schema. */
@@ -98,6 +99,8 @@ export function configSchema(adapters: readonly AdapterDescriptor[] = ADAPTERS) 
       /** First match wins. Omitted: every queue goes to the only backend. */
       routes: z.array(RouteSchema).optional(),
       doors: DoorsSchema.default(DoorsSchema.parse({})),
+      /** Bearer tokens; with none, every door is open (as before), with any, none is open without one. */
+      auth: AuthSchema.default({ tokens: [] }),
       /**
        * How often a waiting reserve (a Cloudq long poll, a Worker Queue reserve with waitMs) looks
        * again for jobs that came without waking it: from a legacy producer, another gateway, a lease

@@ -3,11 +3,14 @@ import type { Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Logger } from "pino";
+import { AuthError, type Principal } from "./auth.js";
 
 /** How a door shapes its error bodies; a door sets it on the context before its handlers run. */
 export type ErrorFormat = "native" | "cloudq";
 
-export type GatewayEnv = { Variables: { errorFormat: ErrorFormat; requestId: string } };
+export type GatewayEnv = {
+  Variables: { errorFormat: ErrorFormat; requestId: string; authEnabled: boolean; principal: Principal | null };
+};
 
 /** The one place typed core errors become HTTP statuses. */
 export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
@@ -38,6 +41,8 @@ interface HttpFailure {
 
 function describe(error: unknown): HttpFailure {
   if (isSwitchyardError(error)) return { status: STATUS_BY_CODE[error.code], code: error.code, message: error.message };
+  if (error instanceof AuthError)
+    return { status: error.status, code: error.status === 401 ? "UNAUTHORIZED" : "FORBIDDEN", message: error.message };
   // qless's own refusal (a bad argument, a job given to another worker), with qless's message.
   if (error instanceof QlessCommandError) return { status: 400, code: "QLESS_ERROR", message: error.message };
   if (error instanceof HTTPException) {
@@ -53,6 +58,9 @@ const RETRY_AFTER_SECONDS = "1";
 
 export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Response {
   if (failure.status === 503) c.header("Retry-After", RETRY_AFTER_SECONDS);
+  // Cloudq clients speak basic auth (the token as the password); every other door takes a bearer token.
+  if (failure.status === 401)
+    c.header("WWW-Authenticate", c.get("errorFormat") === "cloudq" ? 'Basic realm="switchyard"' : 'Bearer realm="switchyard"');
   if (c.get("errorFormat") === "cloudq") return c.json({ status: "error", message: failure.message }, failure.status);
   return c.json({ error: { code: failure.code, message: failure.message } }, failure.status);
 }

@@ -34,6 +34,7 @@ doors:
       type: "workerqueue-sql",
       url: `sqlite:${join(dir, "yaml.sqlite")}`,
       options: { dataFormat: "yaml" },
+      timeoutMs: 5_000,
     });
     expect(config.routes).toHaveLength(2);
     expect(config.doors.cloudq).toEqual({ mountAtRoot: true, token: null, secret: null, leaseMs: 300_000, longPollMs: 0 });
@@ -48,7 +49,10 @@ doors:
   it("without a file, one SQLite database ./switchyard.sqlite serves every queue", async () => {
     const config = await loadConfig();
     expect(config).toEqual(defaultConfig());
-    expect(config.backends).toEqual({ main: { type: "workerqueue-sql", url: "sqlite:./switchyard.sqlite", options: {} } });
+    expect(config.backends).toEqual({
+      main: { type: "workerqueue-sql", url: "sqlite:./switchyard.sqlite", options: {}, timeoutMs: 5_000 },
+    });
+    expect(config.auth).toEqual({ tokens: [] });
     expect(config.routes).toEqual([{ pattern: "*", backend: "main" }]);
   });
 

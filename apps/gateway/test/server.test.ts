@@ -129,6 +129,21 @@ describe("CLI", () => {
     }
   });
 
+  it("serve warns when it listens beyond loopback with no auth tokens, and not on loopback", async () => {
+    const file = join(dir, "warn.json");
+    writeFileSync(file, JSON.stringify(sqlite("warn.sqlite")));
+    for (const [host, warned] of [
+      ["0.0.0.0", true],
+      ["127.0.0.1", false],
+    ] as const) {
+      let err = "";
+      const io = { out: () => undefined, err: (text: string) => void (err += text), env: { PORT: "0", LOG_LEVEL: "silent" } };
+      const server = (await runCli(["serve", "--host", host, "--config", file], io)) as RunningServer | undefined;
+      await server?.close();
+      expect(err.includes("every door is open"), host).toBe(warned);
+    }
+  });
+
   it("refuses an unknown command and a bad port with a clear message", async () => {
     const io = { out: () => undefined, err: () => undefined, env: {} };
     await expect(runCli(["launch"], io)).rejects.toThrow(/unknown command 'launch'/);

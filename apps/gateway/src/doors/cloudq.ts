@@ -3,6 +3,7 @@ import { type OpenAPIHono, type RouteConfig, z } from "@hono/zod-openapi";
 import { type AdapterDescriptor, type Backend, InvalidStateError, JobIdSchema, NotFoundError, QueueNameSchema } from "@switchyard/core";
 import { Hono, type MiddlewareHandler } from "hono";
 import type { ZodType } from "zod";
+import { type Access, needs, securityOf } from "../auth.js";
 import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
 import { errorFormat, limitBody } from "../http.js";
@@ -31,7 +32,8 @@ const UNAUTHORIZED = new TextEncoder().encode("Unauthorized");
 /** node-cloudq 2.x basic auth: on only when both token and secret are set; 401 as connect answers it. */
 function basicAuth(token: string | null, secret: string | null): MiddlewareHandler<GatewayEnv> {
   return async (c, next) => {
-    if (token === null || secret === null) return next();
+    // Bearer tokens, when configured, replace the token/secret pair (a Cloudq client sends its token as the basic password).
+    if (token === null || secret === null || c.get("authEnabled")) return next();
     const header = c.req.header("authorization") ?? "";
     const match = /^Basic\s+(\S+)$/i.exec(header);
     const decoded = match ? Buffer.from(match[1]!, "base64").toString("utf8") : "";
@@ -74,6 +76,8 @@ export interface CloudqDoorOptions {
   adapters: readonly AdapterDescriptor[];
   /** Where a GET waiting out `longPollMs` parks until a job may have come. */
   wakeups: Wakeups;
+  /** Bearer tokens are configured: they guard the door instead of `token`/`secret`. */
+  tokens: boolean;
 }
 
 /** The door's JSON bodies and path parameters for /openapi.json. */
@@ -88,15 +92,25 @@ const REFUSED = {
 };
 
 /** The Cloudq door (spec §1, §4.4): POST/PUT publish, GET reserve, DELETE finish, GET /stats. */
-export function createCloudqDoor(router: QueueRouter, { config, env, adapters, wakeups }: CloudqDoorOptions): OpenAPIHono<GatewayEnv> {
+export function createCloudqDoor(
+  router: QueueRouter,
+  { config, env, adapters, wakeups, tokens }: CloudqDoorOptions,
+): OpenAPIHono<GatewayEnv> {
   // The first issue alone: Cloudq clients get the servers' short texts.
   const door = declaredDoor((error) => error.issues[0]?.message ?? "invalid request");
   const cloudq = errorFormat("cloudq");
   const auth = basicAuth(config.token ?? env.TOKEN ?? null, config.secret ?? env.SECRET ?? null);
-  const authOn = (config.token ?? env.TOKEN) != null && (config.secret ?? env.SECRET) != null;
-  if (authOn) door.openAPIRegistry.registerComponent("securitySchemes", "cloudqBasic", { type: "http", scheme: "basic" });
-  const security = authOn ? [{ cloudqBasic: [] }] : [];
-  const unauthorized: RouteConfig["responses"] = authOn ? { 401: { description: "Missing or wrong credentials (`Unauthorized`)" } } : {};
+  const legacyAuth = !tokens && (config.token ?? env.TOKEN) != null && (config.secret ?? env.SECRET) != null;
+  if (legacyAuth) door.openAPIRegistry.registerComponent("securitySchemes", "cloudqBasic", { type: "http", scheme: "basic" });
+  /** A route's security in the document: the token level it needs, or the token/secret pair. */
+  const security = (access: Access) => (tokens ? securityOf(access) : legacyAuth ? [{ cloudqBasic: [] }] : []);
+  const unauthorized: RouteConfig["responses"] =
+    tokens || legacyAuth
+      ? {
+          401: { description: "Missing or wrong credentials" },
+          ...(tokens ? { 403: body("The token lacks the access, door or queue this needs", CloudqError) } : {}),
+        }
+      : {};
 
   // Middleware per route rather than door.use("*"): mounted at `/`, a catch-all would also wrap /v1.
   door.openapi(
@@ -104,8 +118,9 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters, w
       method: "get",
       path: "/stats",
       summary: "Jobs per queue: published (waiting), consumed (reserved), complete",
-      middleware: [cloudq],
-      responses: { 200: body("One entry per queue", CloudqStats) },
+      middleware: [cloudq, needs("cloudq", "read")],
+      security: security("read"),
+      responses: { 200: body("One entry per queue", CloudqStats), ...unauthorized },
     }),
     async (c) => {
       const stats = [];
@@ -124,8 +139,8 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters, w
         method,
         path: "/{queue}",
         summary: method === "post" ? "Publish a job" : "Publish a job (as POST)",
-        middleware: [cloudq, auth, limitBody, ...bodyOf(PublishBody).middleware],
-        security,
+        middleware: [cloudq, needs("cloudq", "write"), auth, limitBody, ...bodyOf(PublishBody).middleware],
+        security: security("write"),
         request: { params: QueueParam, body: bodyOf(PublishBody).body },
         responses: {
           200: body("Published", CloudqStatus),
@@ -147,8 +162,8 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters, w
       method: "get",
       path: "/{queue}",
       summary: "Reserve the next job, waiting up to `longPollMs` for one",
-      middleware: [cloudq, auth],
-      security,
+      middleware: [cloudq, needs("cloudq", "write"), auth],
+      security: security("write"),
       request: { params: QueueParam },
       responses: { 200: body("The job, or `{status: empty}`", z.union([ReservedJob, CloudqStatus])), ...unauthorized, ...REFUSED },
     }),
@@ -166,8 +181,8 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters, w
       method: "delete",
       path: "/{queue}/{id}",
       summary: "Finish a job: complete it if reserved, cancel it if waiting",
-      middleware: [cloudq, auth],
-      security,
+      middleware: [cloudq, needs("cloudq", "write"), auth],
+      security: security("write"),
       request: { params: JobParams },
       responses: {
         200: body("Finished", CloudqStatus),
@@ -190,7 +205,8 @@ export function createCloudqDoor(router: QueueRouter, { config, env, adapters, w
 export const cloudqDoor: Door = {
   name: "cloudq",
   mount(app, { router, config, env, adapters, wakeups }) {
-    const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters, wakeups });
+    const tokens = config.auth.tokens.length > 0;
+    const door = createCloudqDoor(router, { config: config.doors.cloudq, env, adapters, wakeups, tokens });
     app.route("/cloudq", door);
     // At `/` through a plain Hono app: the same routes, described once (under /cloudq) in the document.
     if (config.doors.cloudq.mountAtRoot) app.route("/", new Hono<GatewayEnv>().route("/", door));

@@ -2,6 +2,7 @@ import { OpenAPIHono, type RouteConfig, createRoute } from "@hono/zod-openapi";
 import { ValidationError } from "@switchyard/core";
 import type { MiddlewareHandler } from "hono";
 import type { ZodError, ZodType } from "zod";
+import { type Access, needs, securityOf } from "../auth.js";
 import type { GatewayEnv } from "../errors.js";
 import { readJson } from "../http.js";
 import { ErrorResponse } from "./native-schemas.js";
@@ -16,6 +17,8 @@ const REASONS: Record<number, string> = {
   400: "Bad input: malformed JSON, a field that does not validate (on /qless also a refusal by qless's own rules, code QLESS_ERROR)",
   404: "No such job, or no route matches the queue",
   409: "The lease was lost or the job is in a state that does not allow this",
+  401: "Tokens are configured and the request has no known one (`Authorization: Bearer <token>`)",
+  403: "The token lacks the access level, the door or the queue this needs",
   413: "The body is larger than 1 MiB",
   501: "The queue's backend cannot honour this operation",
   503: "The queue's backend is unavailable",
@@ -54,6 +57,20 @@ export function body<T extends ZodType>(schema: T, optional = false) {
 
 export function route<R extends RouteConfig>(config: R): R {
   return createRoute(config);
+}
+
+/**
+ * A route that needs a token of `access` on `door` when tokens are configured: checked before the
+ * route's own middleware (against the path's queue, if any), and listed as its role in the document.
+ */
+export function guarded<R extends RouteConfig>(door: string, access: Access, config: R): R {
+  const own = config.middleware === undefined ? [] : Array.isArray(config.middleware) ? config.middleware : [config.middleware];
+  return createRoute({
+    ...config,
+    security: securityOf(access),
+    middleware: [needs(door, access), ...own],
+    responses: { ...config.responses, ...errors(401, 403) },
+  });
 }
 
 /** A zod failure as the gateway words every validation error: `invalid body: jobs.1.name: ...`. */

@@ -1,6 +1,7 @@
 import { NotFoundError } from "@switchyard/core";
+import { allowsQueue } from "../auth.js";
 import { errorFormat, limitBody } from "../http.js";
-import { BACKEND_ERRORS, body, declaredDoor, errors, json, route } from "./declare.js";
+import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import * as S from "./native-schemas.js";
 
@@ -13,18 +14,18 @@ export const nativeDoor: Door = {
     const on = (queue: string) => router.backendFor(queue);
 
     door.openapi(
-      route({
+      guarded("native", "read", {
         method: "get",
         path: "/queues",
         summary: "List the queues of every backend with the backend each is routed to",
         responses: { 200: json("The queues", S.QueuesResponse), ...errors(503) },
       }),
-      async (c) => c.json({ queues: await router.queues() }, 200),
+      async (c) => c.json({ queues: (await router.queues()).filter(({ name }) => allowsQueue(c, name)) }, 200),
     );
 
     const enqueue = body(S.EnqueueInput);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/jobs",
         summary: "Enqueue one job; a uniqueKey already in use returns the existing job with created=false",
@@ -40,7 +41,7 @@ export const nativeDoor: Door = {
 
     const bulk = body(S.BulkEnqueueBody);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/jobs/bulk",
         summary: "Enqueue up to 1000 jobs, all or nothing",
@@ -56,7 +57,7 @@ export const nativeDoor: Door = {
 
     const reserve = body(S.ReserveBody);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/reserve",
         summary: "Claim up to `count` due jobs with a lease for `worker`, waiting up to `wait` ms for one",
@@ -77,7 +78,7 @@ export const nativeDoor: Door = {
 
     const heartbeat = body(S.HeartbeatBody);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/jobs/{id}/heartbeat",
         summary: "Extend the lease of an active job (and record progress)",
@@ -93,7 +94,7 @@ export const nativeDoor: Door = {
 
     const complete = body(S.CompleteBody, true);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/jobs/{id}/complete",
         summary: "Complete an active job; with `worker`, only the lease holder may",
@@ -109,7 +110,7 @@ export const nativeDoor: Door = {
 
     const fail = body(S.FailBody);
     door.openapi(
-      route({
+      guarded("native", "write", {
         method: "post",
         path: "/queues/{queue}/jobs/{id}/fail",
         summary: "Fail an active job: it retries with backoff while attempts remain, else fails for good",
@@ -127,7 +128,7 @@ export const nativeDoor: Door = {
     );
 
     door.openapi(
-      route({
+      guarded("native", "admin", {
         method: "delete",
         path: "/queues/{queue}/jobs/{id}",
         summary: "Cancel a job that is not finished",
@@ -142,7 +143,7 @@ export const nativeDoor: Door = {
     );
 
     door.openapi(
-      route({
+      guarded("native", "read", {
         method: "get",
         path: "/queues/{queue}/jobs/{id}",
         summary: "Read one job",
@@ -158,7 +159,7 @@ export const nativeDoor: Door = {
     );
 
     door.openapi(
-      route({
+      guarded("native", "read", {
         method: "get",
         path: "/queues/{queue}/jobs",
         summary: "List the jobs in one state, a page at a time",
@@ -176,7 +177,7 @@ export const nativeDoor: Door = {
     );
 
     door.openapi(
-      route({
+      guarded("native", "read", {
         method: "get",
         path: "/queues/{queue}/counts",
         summary: "Count the jobs of a queue by state",
@@ -191,7 +192,7 @@ export const nativeDoor: Door = {
 
     for (const action of ["pause", "resume"] as const) {
       door.openapi(
-        route({
+        guarded("native", "admin", {
           method: "post",
           path: `/queues/{queue}/${action}`,
           summary: action === "pause" ? "Pause a queue: reserve hands out nothing until it is resumed" : "Resume a paused queue",

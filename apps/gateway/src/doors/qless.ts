@@ -1,9 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import { type Backend, type QlessCommands, ValidationError, hasQlessCommands } from "@switchyard/core";
+import { type Access, requireAccess } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { errorFormat, limitBody } from "../http.js";
 import type { QueueRouter } from "../router.js";
-import { BACKEND_ERRORS, body, declaredDoor, errors, json, route } from "./declare.js";
+import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import { Json } from "./native-schemas.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
@@ -73,6 +74,40 @@ const QlessCommandParams = z.object({
 });
 
 const QlessReply = z.object({ reply: Json.nullable().describe("The script's reply; JSON-text replies parsed.") }).openapi("QlessReply");
+
+/** Commands that only read; `tag get`/`tag top` read too. */
+const READ_COMMANDS = new Set([
+  "get",
+  "multiget",
+  "peek",
+  "jobs",
+  "length",
+  "queues",
+  "stats",
+  "failed",
+  "workers",
+  "config.get",
+  "recur.get",
+]);
+/** Commands that stop, remove or reconfigure rather than run jobs. */
+const ADMIN_COMMANDS = new Set([
+  "pause",
+  "unpause",
+  "queue.forget",
+  "cancel",
+  "config.set",
+  "config.unset",
+  "worker.deregister",
+  "unfail",
+  "timeout",
+  "unrecur",
+]);
+
+/** The token access a qless command needs: read, write (what producers and workers do) or admin. */
+function accessOf(command: string, args: QlessArgs): Access {
+  if (READ_COMMANDS.has(command) || (command === "tag" && (args[0] === "get" || args[0] === "top"))) return "read";
+  return ADMIN_COMMANDS.has(command) ? "admin" : "write";
+}
 
 /** Where each queue-naming command has its queue among the args after `now`. */
 const QUEUE_ARG: Record<string, number> = {
@@ -179,7 +214,7 @@ export const qlessDoor: Door = {
     door.use("*", errorFormat("native"), limitBody);
     const request = body(QlessBody, true);
     door.openapi(
-      route({
+      guarded("qless", "read", {
         method: "post",
         path: "/{command}",
         summary: "Run one qless command with the arguments a qless client passes after `now`",
@@ -193,6 +228,9 @@ export const qlessDoor: Door = {
       async (c) => {
         const { command } = c.req.valid("param");
         const { args, now, queue } = c.req.valid("json");
+        const access = accessOf(command, args);
+        requireAccess(c, "qless", access);
+        for (const named of [...queuesNamed(command, args), ...(queue ? [queue] : [])]) requireAccess(c, "qless", access, named);
         const target = resolveTarget(router, backends, command, args, queue);
         const reply =
           "qless" in target

@@ -1,7 +1,10 @@
 import { type Job, NotFoundError } from "@switchyard/core";
+import type { Context } from "hono";
 import type { z } from "zod";
+import { type Access, requireAccess } from "../auth.js";
+import type { GatewayEnv } from "../errors.js";
 import { errorFormat, limitBody } from "../http.js";
-import { BACKEND_ERRORS, body, declaredDoor, errors, json, route } from "./declare.js";
+import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import * as S from "./workerqueue-schemas.js";
 
@@ -69,7 +72,12 @@ export const workerQueueDoor: Door = {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const defaultQueue = config.doors.workerqueue.queue;
-    const queueOf = (given: string | undefined) => given ?? defaultQueue;
+    /** The request's queue (the door's own when it names none), once its token may use it. */
+    const queueOf = (c: Context<GatewayEnv>, given: string | undefined, access: Access) => {
+      const queue = given ?? defaultQueue;
+      requireAccess(c, "workerqueue", access, queue);
+      return queue;
+    };
     const jobIn = async (queue: string, id: string) => {
       const job = await router.backendFor(queue).get(queue, id);
       if (!job) throw new NotFoundError(`no job "${id}" in queue "${queue}"`);
@@ -78,7 +86,7 @@ export const workerQueueDoor: Door = {
 
     const create = body(S.CreateJobBody);
     door.openapi(
-      route({
+      guarded("workerqueue", "write", {
         method: "post",
         path: "/jobs",
         summary: "Create a pending job, as a legacy producer's INSERT (and datagram) did",
@@ -88,7 +96,7 @@ export const workerQueueDoor: Door = {
       }),
       async (c) => {
         const { queue: given, name, data, taskable_type, taskable_id } = c.req.valid("json");
-        const queue = queueOf(given);
+        const queue = queueOf(c, given, "write");
         const taskable = { taskable_type, taskable_id };
         const defined = Object.fromEntries(Object.entries(taskable).filter(([, value]) => value !== undefined));
         const input = { name, data: data ?? null, ...(Object.keys(defined).length > 0 ? { native: { [NATIVE_KEY]: defined } } : {}) };
@@ -98,7 +106,7 @@ export const workerQueueDoor: Door = {
     );
 
     door.openapi(
-      route({
+      guarded("workerqueue", "read", {
         method: "get",
         path: "/jobs/{id}",
         summary: "Read a job as its row: status, attempts, duration, details, locked_by",
@@ -107,12 +115,12 @@ export const workerQueueDoor: Door = {
       }),
       async (c) => {
         const { id } = c.req.valid("param");
-        return c.json({ job: asRow(await jobIn(queueOf(c.req.valid("query").queue), id)) }, 200);
+        return c.json({ job: asRow(await jobIn(queueOf(c, c.req.valid("query").queue, "read"), id)) }, 200);
       },
     );
 
     door.openapi(
-      route({
+      guarded("workerqueue", "read", {
         method: "get",
         path: "/jobs/{id}/progress",
         summary: "A job's status and progress, for a web page to poll until `finished`",
@@ -121,7 +129,7 @@ export const workerQueueDoor: Door = {
       }),
       async (c) => {
         const { id } = c.req.valid("param");
-        const row = asRow(await jobIn(queueOf(c.req.valid("query").queue), id));
+        const row = asRow(await jobIn(queueOf(c, c.req.valid("query").queue, "read"), id));
         c.header("Cache-Control", "no-store");
         return c.json({ id: row.id, status: row.status, progress: row.progress, finished: FINISHED.has(row.status) }, 200);
       },
@@ -129,7 +137,7 @@ export const workerQueueDoor: Door = {
 
     const progress = body(S.ProgressBody);
     door.openapi(
-      route({
+      guarded("workerqueue", "write", {
         method: "post",
         path: "/jobs/{id}/progress",
         summary: "Record a processing job's progress (and extend its lease)",
@@ -140,14 +148,14 @@ export const workerQueueDoor: Door = {
       async (c) => {
         const { id } = c.req.valid("param");
         const { queue: given, worker, progress: value } = c.req.valid("json");
-        const queue = queueOf(given);
+        const queue = queueOf(c, given, "write");
         return c.json({ job: asRow(await router.backendFor(queue).heartbeat(queue, id, { worker, progress: value })) }, 200);
       },
     );
 
     const reserve = body(S.ReserveBody);
     door.openapi(
-      route({
+      guarded("workerqueue", "write", {
         method: "post",
         path: "/reserve",
         summary: "Take pending jobs for a worker, waiting up to `waitMs` for one",
@@ -160,7 +168,7 @@ export const workerQueueDoor: Door = {
       }),
       async (c) => {
         const { queue: given, worker, count, waitMs, leaseMs } = c.req.valid("json");
-        const queue = queueOf(given);
+        const queue = queueOf(c, given, "write");
         const backend = router.backendFor(queue);
         const take = async () => {
           const jobs = await backend.reserve(queue, { worker, count, leaseMs });
@@ -173,7 +181,7 @@ export const workerQueueDoor: Door = {
 
     const complete = body(S.CompleteBody, true);
     door.openapi(
-      route({
+      guarded("workerqueue", "write", {
         method: "post",
         path: "/jobs/{id}/complete",
         summary: "Mark a processing job `complete`",
@@ -184,14 +192,14 @@ export const workerQueueDoor: Door = {
       async (c) => {
         const { id } = c.req.valid("param");
         const { queue: given, worker } = c.req.valid("json");
-        const queue = queueOf(given);
+        const queue = queueOf(c, given, "write");
         return c.json({ job: asRow(await router.backendFor(queue).complete(queue, id, worker === undefined ? {} : { worker })) }, 200);
       },
     );
 
     const error = body(S.ErrorBody);
     door.openapi(
-      route({
+      guarded("workerqueue", "write", {
         method: "post",
         path: "/jobs/{id}/error",
         summary: "Mark a processing job `error` with `details`",
@@ -205,7 +213,7 @@ export const workerQueueDoor: Door = {
       async (c) => {
         const { id } = c.req.valid("param");
         const { queue: given, worker, details, retry } = c.req.valid("json");
-        const queue = queueOf(given);
+        const queue = queueOf(c, given, "write");
         const failed = await router.backendFor(queue).fail(queue, id, { worker, error: { message: details }, retry: retry ?? false });
         return c.json({ job: asRow(failed) }, 200);
       },
