@@ -12,12 +12,13 @@ import { nativeDoor } from "./doors/native.js";
 import { qlessDoor } from "./doors/qless.js";
 import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
+import { JobEvents, observedBackend } from "./events.js";
 import { GatewayMetrics } from "./metrics.js";
 import { mountReference } from "./reference.js";
 import { type Logger, createLogger, requestLog } from "./request-log.js";
 import { QueueRouter } from "./router.js";
 import { type WakeListener, listenForWakeups } from "./wake-listener.js";
-import { Wakeups, wakingBackend } from "./wakeups.js";
+import { Wakeups } from "./wakeups.js";
 
 /** The doors of this build, mounted in this order; Cloudq last, since it may also own `/:queue`. */
 export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, workerQueueDoor, cloudqDoor];
@@ -40,6 +41,8 @@ export interface Gateway {
   backends: Map<string, NamedBackend>;
   /** The reservers parked in long polls, and what wakes them. */
   wakeups: Wakeups;
+  /** The lifecycle events of the jobs that go through this gateway. */
+  events: JobEvents;
   /** The Worker Queue door's UDP port, when `doors.workerqueue.udp` turns it on. */
   wakeListener: WakeListener | null;
   /** Closes every backend; safe to call twice. */
@@ -109,13 +112,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
   const env = options.env ?? process.env;
   const config = parseConfig(options.config, "config", adapters);
+  const events = new JobEvents();
   const wakeups = new Wakeups(config.longPollIntervalMs);
+  wakeups.follow(events);
   const opened = await openBackends(config, adapters);
   const metrics: GatewayMetrics = new GatewayMetrics(() => backends.values());
   const backends: Map<string, NamedBackend> = new Map(
     [...opened].map(([name, named]) => {
       const timed = withDeadline(name, named.backend, named.spec.timeoutMs);
-      return [name, { ...named, backend: wakingBackend(metrics.instrument(name, timed), wakeups) }];
+      return [name, { ...named, backend: observedBackend(name, metrics.instrument(name, timed), events) }];
     }),
   );
   const router = new QueueRouter(config.routes, backends);
@@ -153,7 +158,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json({ status: ok ? ("ok" as const) : ("unavailable" as const), backends: Object.fromEntries(entries) }, ok ? 200 : 503);
   });
 
-  const context = { router, backends, wakeups, config, env, adapters };
+  const context = { router, backends, wakeups, events, config, env, adapters };
   for (const door of DOORS) door.mount(app, context);
 
   const udp = config.doors.workerqueue.udp;
@@ -174,6 +179,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     router,
     backends,
     wakeups,
+    events,
     wakeListener,
     close: () => {
       closing ??= Promise.all([wakeListener?.close(), closeBackends(backends)]).then(() => undefined);

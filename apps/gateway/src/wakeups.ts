@@ -1,4 +1,7 @@
-import type { Backend } from "@switchyard/core";
+import type { JobEventType, JobEvents } from "./events.js";
+
+/** The events after which a queue may hold a job a parked reserver could take. */
+const MAKES_JOBS_CLAIMABLE: ReadonlySet<JobEventType> = new Set(["enqueued", "retrying", "resumed"]);
 
 /**
  * Reservers parked on a queue, and what wakes them. A job enqueued through this gateway wakes the
@@ -26,6 +29,13 @@ export class Wakeups {
       const timer = setTimeout(done, ms);
       signal?.addEventListener("abort", done, { once: true });
       parked.add(done);
+    });
+  }
+
+  /** Wakes the reservers of a queue whenever `events` says a job may have become claimable there. */
+  follow(events: JobEvents): void {
+    events.subscribe((event) => {
+      if (MAKES_JOBS_CLAIMABLE.has(event.type)) this.wake(event.queue);
     });
   }
 
@@ -65,23 +75,4 @@ export class Wakeups {
       await this.sleep(queue, Math.min(this.pollMs, left), signal);
     }
   }
-}
-
-/** The calls after which a queue may hold a job a parked reserver could take. */
-const MAKES_JOBS_CLAIMABLE = new Set<string | symbol>(["enqueue", "enqueueBulk", "import", "resume", "fail", "replace"]);
-
-/** The backend, waking the reservers of a queue after each call that may have made a job claimable there. */
-export function wakingBackend<B extends Backend>(backend: B, wakeups: Wakeups): B {
-  return new Proxy(backend, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== "function") return value;
-      if (!MAKES_JOBS_CLAIMABLE.has(property)) return value.bind(target);
-      return async (queue: string, ...rest: unknown[]) => {
-        const result = await value.call(target, queue, ...rest);
-        wakeups.wake(queue);
-        return result;
-      };
-    },
-  });
 }

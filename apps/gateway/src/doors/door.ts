@@ -3,6 +3,7 @@ import type { AdapterDescriptor } from "@switchyard/core";
 import type { NamedBackend } from "../backends.js";
 import type { Config } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
+import type { JobEvents } from "../events.js";
 import type { QueueRouter } from "../router.js";
 import type { Wakeups } from "../wakeups.js";
 
@@ -12,6 +13,8 @@ export interface DoorContext {
   backends: Map<string, NamedBackend>;
   /** Where a long poll parks, to be woken when a job may have come. */
   wakeups: Wakeups;
+  /** Every job transition through this gateway, for subscribers. */
+  events: JobEvents;
   config: Config;
   /** Where credentials such as TOKEN and SECRET are read. */
   env: Record<string, string | undefined>;

@@ -13,6 +13,7 @@ import {
   WorkerNameSchema,
 } from "@switchyard/core";
 import type { ZodType } from "zod";
+import { JOB_EVENT_TYPES } from "../events.js";
 
 /**
  * The request and response bodies of the native `/v1` door. The same schemas validate requests and,
@@ -110,3 +111,14 @@ export const HealthResponse = z
     backends: z.record(z.string(), z.object({ kind: z.string(), ok: z.boolean(), error: z.string().optional() })),
   })
   .openapi("HealthResponse");
+
+export const JobEvent = z
+  .object({
+    id: z.number().int().describe("Orders every event of this gateway process; the SSE `id`."),
+    type: z.enum(JOB_EVENT_TYPES),
+    backend: z.string(),
+    queue: z.string(),
+    jobId: z.string().optional().describe("Absent for paused and resumed."),
+    time: z.number().int().describe("Epoch milliseconds."),
+  })
+  .openapi("JobEvent");

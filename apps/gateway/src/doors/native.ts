@@ -1,14 +1,16 @@
+import { z } from "@hono/zod-openapi";
 import { NotFoundError } from "@switchyard/core";
 import { allowsQueue } from "../auth.js";
 import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
+import { streamEvents } from "./event-stream.js";
 import * as S from "./native-schemas.js";
 
 /** The canonical REST door at `/v1`: every core operation, one route each, described at /openapi.json. */
 export const nativeDoor: Door = {
   name: "native",
-  mount(app, { router, wakeups }) {
+  mount(app, { router, wakeups, events }) {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const on = (queue: string) => router.backendFor(queue);
@@ -210,6 +212,42 @@ export const nativeDoor: Door = {
         },
       );
     }
+
+    const EventsQuery = z.object({
+      lastId: z
+        .string()
+        .regex(/^\d{1,15}$/)
+        .optional()
+        .describe("Replay from after this event id (the Last-Event-ID header wins)."),
+    });
+    const sse = {
+      description: "Server-Sent Events: `id:`, `event:` (the type) and `data:` (the event as JSON)",
+      content: { "text/event-stream": { schema: S.JobEvent } },
+    };
+    door.openapi(
+      guarded("native", "read", {
+        method: "get",
+        path: "/queues/{queue}/events",
+        summary: "Watch a queue's jobs move: enqueued, delayed, active, progress, completed, failed, retrying, canceled, paused, resumed",
+        request: { params: S.QueueParams, query: EventsQuery },
+        responses: { 200: sse, ...errors(400, 404) },
+      }),
+      (c) => {
+        const { queue } = c.req.valid("param");
+        router.resolve(queue);
+        return streamEvents(c, events, (event) => event.queue === queue) as never;
+      },
+    );
+    door.openapi(
+      guarded("native", "read", {
+        method: "get",
+        path: "/events",
+        summary: "Watch the jobs of every queue the token may see",
+        request: { query: EventsQuery },
+        responses: { 200: sse, ...errors(400) },
+      }),
+      (c) => streamEvents(c, events, (event) => allowsQueue(c, event.queue)) as never,
+    );
 
     app.route("/v1", door);
   },

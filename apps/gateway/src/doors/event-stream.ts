@@ -1,0 +1,68 @@
+import type { Context } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { GatewayEnv } from "../errors.js";
+import type { JobEvent, JobEvents } from "../events.js";
+
+/** A comment line this often keeps proxies from closing a quiet stream. */
+const KEEPALIVE_MS = 15_000;
+
+/** Where a reconnecting client left off: the Last-Event-ID header, else the `lastId` query. */
+function lastSeen(c: Context<GatewayEnv>): number | null {
+  const given = c.req.header("last-event-id") ?? c.req.query("lastId");
+  return given !== undefined && /^\d{1,15}$/.test(given) ? Number(given) : null;
+}
+
+/**
+ * Server-Sent Events of the jobs `matches` picks: `id:` (the event id), `event:` (its type) and
+ * `data:` (the event as JSON) lines, a `: keepalive` comment when quiet. A client that reconnects
+ * with Last-Event-ID first gets what it missed; if the history no longer holds all of it, a `reset`
+ * event says so before what is left.
+ */
+export function streamEvents(c: Context<GatewayEnv>, events: JobEvents, matches: (event: JobEvent) => boolean): Response {
+  return streamSSE(c, async (stream) => {
+    const pending: JobEvent[] = [];
+    let wake: (() => void) | undefined;
+    let closed = false;
+    // Subscribed before the replay is read, so nothing falls between the two; ids drop the overlap.
+    const unsubscribe = events.subscribe((event) => {
+      if (!matches(event)) return;
+      pending.push(event);
+      wake?.();
+    });
+    stream.onAbort(() => {
+      closed = true;
+      wake?.();
+    });
+    const write = (event: JobEvent) => stream.writeSSE({ id: String(event.id), event: event.type, data: JSON.stringify(event) });
+    try {
+      let sent = lastSeen(c) ?? events.lastId;
+      const from = lastSeen(c);
+      if (from !== null) {
+        const replay = events.since(from);
+        if (!replay.complete)
+          await stream.writeSSE({ event: "reset", data: JSON.stringify({ reason: "older events are no longer held" }) });
+        for (const event of replay.events.filter(matches)) {
+          await write(event);
+          sent = event.id;
+        }
+      }
+      while (!closed) {
+        if (pending.length === 0) {
+          const woken = await new Promise<boolean>((resolve) => {
+            wake = () => resolve(true);
+            setTimeout(() => resolve(false), KEEPALIVE_MS);
+          });
+          wake = undefined;
+          if (!woken && !closed) await stream.write(": keepalive\n\n");
+          continue;
+        }
+        const event = pending.shift()!;
+        if (event.id <= sent) continue;
+        await write(event);
+        sent = event.id;
+      }
+    } finally {
+      unsubscribe();
+    }
+  });
+}
