@@ -143,6 +143,22 @@ for (const { name, redisDb } of STORES) {
       expect((await call("POST", "/workerqueue/jobs", { name: "", queue })).status).toBe(400);
     });
 
+    it("the event stream shows each job's lifecycle through the doors, in order", async () => {
+      const queue = newQueue();
+      const res = await gateway.app.request(`/v1/queues/${queue}/events`);
+      const reader = res.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      const published = await call("POST", `/cloudq/${queue}`, { job: { klass: "Tick", args: [] } });
+      expect(published.status).toBe(200);
+      const reserved = await call("GET", `/cloudq/${queue}`);
+      await call("DELETE", `/cloudq/${queue}/${reserved.json.id}`);
+      while ((text.match(/^event: /gm) ?? []).length < 3) text += decoder.decode((await reader.read()).value, { stream: true });
+      await reader.cancel();
+      expect([...text.matchAll(/^event: (\w+)$/gm)].map((match) => match[1])).toEqual(["enqueued", "active", "completed"]);
+      expect(text).toContain(`"jobId":"${reserved.json.id}"`);
+    });
+
     it("jobs enqueued for later or failed for good are stored in the native delayed and failed states", async () => {
       const queue = newQueue();
       const later = await call("POST", `/v1/queues/${queue}/jobs`, { name: "later", delay: 60_000 });
