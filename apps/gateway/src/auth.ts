@@ -27,6 +27,8 @@ export const TokenSchema = z.strictObject({
     .optional(),
   /** Queue-name patterns (`*` as in routes) it may touch; all when left out. */
   queues: z.array(z.string().min(1)).min(1).optional(),
+  /** Requests per second this token may make in each gateway process (a token bucket `burst` deep); unlimited when left out. */
+  rateLimit: z.strictObject({ perSecond: z.number().positive().max(1_000_000), burst: z.number().int().positive().optional() }).optional(),
 });
 export const AuthSchema = z.strictObject({ tokens: z.array(TokenSchema).default([]) });
 export type AuthConfig = z.output<typeof AuthSchema>;
@@ -46,6 +48,32 @@ export interface Principal {
   access: Access;
   doors: readonly string[] | null;
   queues: readonly RegExp[] | null;
+  bucket: TokenBucket | null;
+}
+
+/** `perSecond` requests a second on average, up to `burst` at once. */
+export class TokenBucket {
+  #tokens: number;
+  #at = performance.now();
+
+  constructor(
+    private readonly perSecond: number,
+    private readonly burst: number,
+  ) {
+    this.#tokens = burst;
+  }
+
+  /** Takes one request's token; otherwise the seconds until one is there. */
+  take(): { ok: true } | { ok: false; retryAfterSeconds: number } {
+    const now = performance.now();
+    this.#tokens = Math.min(this.burst, this.#tokens + ((now - this.#at) / 1000) * this.perSecond);
+    this.#at = now;
+    if (this.#tokens >= 1) {
+      this.#tokens -= 1;
+      return { ok: true };
+    }
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - this.#tokens) / this.perSecond)) };
+  }
 }
 
 interface KnownToken extends Principal {
@@ -85,6 +113,9 @@ export class TokenAuth {
       access: token.access,
       doors: token.doors ?? null,
       queues: token.queues?.map(compilePattern) ?? null,
+      bucket: token.rateLimit
+        ? new TokenBucket(token.rateLimit.perSecond, token.rateLimit.burst ?? Math.ceil(token.rateLimit.perSecond))
+        : null,
       digest: digest(resolveToken(token, env)),
     }));
   }
@@ -122,11 +153,12 @@ function presentedToken(c: Context<GatewayEnv>): string | null {
   return decoded.slice(decoded.indexOf(":") + 1) || null;
 }
 
-/** A request without a known token (401) or without the access it needs (403). */
+/** A request without a known token (401), without the access it needs (403), or over its token's rate (429). */
 export class AuthError extends Error {
   constructor(
-    readonly status: 401 | 403,
+    readonly status: 401 | 403 | 429,
     message: string,
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = "AuthError";
@@ -141,6 +173,17 @@ export function requireAccess(c: Context<GatewayEnv>, door: string, access: Acce
   if (!c.get("authEnabled")) return;
   const principal = c.get("principal");
   if (!principal) throw new AuthError(401, "a known bearer token is required (Authorization: Bearer <token>)");
+  // Counted once per request, however many checks its route makes.
+  if (principal.bucket && !c.get("rateCounted")) {
+    c.set("rateCounted", true);
+    const taken = principal.bucket.take();
+    if (!taken.ok)
+      throw new AuthError(
+        429,
+        `token "${principal.name}" is over its rate limit; retry after ${taken.retryAfterSeconds} s`,
+        taken.retryAfterSeconds,
+      );
+  }
   if (RANK[principal.access] < RANK[access]) {
     throw new AuthError(403, `token "${principal.name}" has ${principal.access} access; this needs ${access}`);
   }

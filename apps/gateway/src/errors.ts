@@ -9,7 +9,7 @@ import { AuthError, type Principal } from "./auth.js";
 export type ErrorFormat = "native" | "cloudq";
 
 export type GatewayEnv = {
-  Variables: { errorFormat: ErrorFormat; requestId: string; authEnabled: boolean; principal: Principal | null };
+  Variables: { errorFormat: ErrorFormat; requestId: string; authEnabled: boolean; principal: Principal | null; rateCounted: boolean };
 };
 
 /** The one place typed core errors become HTTP statuses. */
@@ -37,12 +37,16 @@ interface HttpFailure {
   status: ContentfulStatusCode;
   code: string;
   message: string;
+  /** For 429: when the client may try again. */
+  retryAfterSeconds?: number | undefined;
 }
 
 function describe(error: unknown): HttpFailure {
   if (isSwitchyardError(error)) return { status: STATUS_BY_CODE[error.code], code: error.code, message: error.message };
-  if (error instanceof AuthError)
-    return { status: error.status, code: error.status === 401 ? "UNAUTHORIZED" : "FORBIDDEN", message: error.message };
+  if (error instanceof AuthError) {
+    const code = error.status === 401 ? "UNAUTHORIZED" : error.status === 403 ? "FORBIDDEN" : "RATE_LIMITED";
+    return { status: error.status, code, message: error.message, retryAfterSeconds: error.retryAfterSeconds };
+  }
   // qless's own refusal (a bad argument, a job given to another worker), with qless's message.
   if (error instanceof QlessCommandError) return { status: 400, code: "QLESS_ERROR", message: error.message };
   if (error instanceof HTTPException) {
@@ -58,6 +62,7 @@ const RETRY_AFTER_SECONDS = "1";
 
 export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Response {
   if (failure.status === 503) c.header("Retry-After", RETRY_AFTER_SECONDS);
+  if (failure.status === 429) c.header("Retry-After", String(failure.retryAfterSeconds ?? 1));
   // Cloudq clients speak basic auth (the token as the password); every other door takes a bearer token.
   if (failure.status === 401)
     c.header("WWW-Authenticate", c.get("errorFormat") === "cloudq" ? 'Basic realm="switchyard"' : 'Bearer realm="switchyard"');

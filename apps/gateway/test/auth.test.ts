@@ -162,6 +162,33 @@ describe("bearer tokens on every route of /openapi.json", () => {
   });
 });
 
+describe("per-token rate limits", () => {
+  it("a token over its rate gets 429 with Retry-After and nothing is stored; other tokens are not slowed", async () => {
+    const limited = await openTestGateway({
+      auth: {
+        tokens: [
+          { name: "batch", token: "batch-token", access: "write", rateLimit: { perSecond: 0.5, burst: 2 } },
+          { name: "web", token: "web-token", access: "write" },
+        ],
+      },
+    });
+    try {
+      const enqueue = (token: string) => limited.request("POST", "/v1/queues/limited/jobs", { name: "x" }, bearer(token));
+      expect((await enqueue("batch-token")).status).toBe(201);
+      expect((await enqueue("batch-token")).status).toBe(201);
+      const rows = limited.totalRows();
+      const over = await enqueue("batch-token");
+      expect(over.status).toBe(429);
+      expect(over.json.error).toMatchObject({ code: "RATE_LIMITED", message: expect.stringContaining('token "batch"') });
+      expect(Number(over.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(limited.totalRows()).toBe(rows);
+      for (let i = 0; i < 5; i++) expect((await enqueue("web-token")).status).toBe(201);
+    } finally {
+      await limited.cleanup();
+    }
+  });
+});
+
 describe("token sources", () => {
   it("a token read from an environment variable that is not set, or from a file that is missing, fails the start naming the token", async () => {
     const config = (token: string): ConfigInput => ({

@@ -20,6 +20,7 @@ const REASONS: Record<number, string> = {
   401: "Tokens are configured and the request has no known one (`Authorization: Bearer <token>`)",
   403: "The token lacks the access level, the door or the queue this needs",
   413: "The body is larger than 1 MiB",
+  429: "The token is over its rate limit; `Retry-After` says when to try again",
   501: "The queue's backend cannot honour this operation",
   503: "The queue's backend is unavailable",
 };
@@ -69,7 +70,7 @@ export function guarded<R extends RouteConfig>(door: string, access: Access, con
     ...config,
     security: securityOf(access),
     middleware: [needs(door, access), ...own],
-    responses: { ...config.responses, ...errors(401, 403) },
+    responses: { ...config.responses, ...errors(401, 403, 429) },
   });
 }
 
