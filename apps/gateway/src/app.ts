@@ -100,11 +100,21 @@ function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
     info: {
       title: "Switchyard",
       version: "1",
-      description: "The native REST API of the Switchyard job-queue gateway. Errors answer `{error: {code, message}}`.",
+      description:
+        'Every door of the Switchyard job-queue gateway: the native REST API (/v1), qless\'s commands (/qless), Worker Queue (/workerqueue) and Cloudq (/cloudq). Errors answer `{error: {code, message}}`, on the Cloudq door `{status: "error", message}`.',
     },
   });
   if (document.components?.schemas?.Json) document.components.schemas.Json = { description: "Any JSON value." };
   return document;
+}
+
+/** The configured tokens, their values read from the environment or files; a missing one stops the start. */
+function tokenAuth(config: Config, env: Record<string, string | undefined>): TokenAuth {
+  try {
+    return new TokenAuth(config.auth, env);
+  } catch (error) {
+    throw new ConfigError(`auth.tokens: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 /** Opens the configured backends and builds the Hono app with every door mounted. */
@@ -112,11 +122,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const adapters = options.adapters ?? ADAPTERS;
   const env = options.env ?? process.env;
   const config = parseConfig(options.config, "config", adapters);
+  const auth = tokenAuth(config, env);
   const events = new JobEvents();
   const wakeups = new Wakeups(config.longPollIntervalMs);
   wakeups.follow(events);
   const opened = await openBackends(config, adapters);
   const metrics: GatewayMetrics = new GatewayMetrics(() => backends.values());
+  // Each call: its deadline, then timed and counted, then announced to the event subscribers.
   const backends: Map<string, NamedBackend> = new Map(
     [...opened].map(([name, named]) => {
       const timed = withDeadline(name, named.backend, named.spec.timeoutMs);
@@ -126,13 +138,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const router = new QueueRouter(config.routes, backends);
 
   const logger = options.logger ?? createLogger("warn");
-  let auth: TokenAuth;
-  try {
-    auth = new TokenAuth(config.auth, env);
-  } catch (error) {
-    await closeBackends(backends);
-    throw new ConfigError(`auth.tokens: ${(error as Error).message}`, { cause: error });
-  }
   const app = new OpenAPIHono<GatewayEnv>();
   app.use("*", requestLog(logger), metrics.middleware(), auth.middleware());
   app.openAPIRegistry.registerComponent("securitySchemes", BEARER_SCHEME, {
