@@ -1,0 +1,255 @@
+/**
+ * `npm run bench` (scripts/bench.mjs starts the throwaway servers and runs this): for every store,
+ * jobs per second through (a) the adapter's Backend in this process and (b) a gateway process over
+ * HTTP (`/v1`, keep-alive), beside baselines measured in the same run: one bare round trip to the
+ * same server (Redis PING, SQL `select 1`, Mongo `ping`), the floor of "one round trip per job", and
+ * a bare Hono app in its own process answering the same POSTs, the floor of the HTTP path.
+ * Every figure is the median of BENCH_RUNS runs (default 3) on a fresh queue; latencies are the
+ * p50/p99 of the serial (1 in flight) runs. Never part of `npm test`.
+ *
+ *   npm run bench                       # every store
+ *   npm run bench -- sqlite glidemq     # some of them
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { Agent, request } from "node:http";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import type { Backend, EnqueueInput, Job } from "@switchyard/core";
+import { Redis } from "ioredis";
+import knexFactory from "knex";
+import { MongoClient } from "mongodb";
+import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
+import { type StoreName, openStore } from "../test/matrix-backends.js";
+import { serviceUrl } from "../test/support/services.js";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const ENQUEUE_JOBS = Number(process.env.BENCH_ENQUEUE_JOBS ?? 2000);
+const CYCLE_JOBS = Number(process.env.BENCH_CYCLE_JOBS ?? 2000);
+const STORES: StoreName[] = ["sqlite", "postgres", "mysql", "qless", "glidemq", "cloudq"];
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+const percentile = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
+
+/** `n` calls with `inFlight` outstanding at any time; the rate in calls per second and each call's latency in ms. */
+async function drive(n: number, inFlight: number, call: (i: number) => Promise<unknown>): Promise<{ rate: number; latencies: number[] }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < n) {
+        const i = next++;
+        const t0 = performance.now();
+        await call(i);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  return { rate: (n / (performance.now() - started)) * 1000, latencies };
+}
+
+/** Workers that reserve one job and complete it until the queue is empty; jobs per second. */
+async function cycle(reserve: () => Promise<Job | undefined>, complete: (job: Job) => Promise<unknown>, jobs: number, workers: number) {
+  let done = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      for (;;) {
+        const job = await reserve();
+        if (!job) return;
+        await complete(job);
+        done++;
+      }
+    }),
+  );
+  if (done !== jobs) throw new Error(`the cycle completed ${done} of ${jobs} jobs`);
+  return (jobs / (performance.now() - started)) * 1000;
+}
+
+/** One bare round trip to the store's server, for the baseline. */
+async function roundTrip(name: StoreName): Promise<{ call: () => Promise<unknown>; close: () => Promise<void> }> {
+  if (name === "qless" || name === "glidemq" || name === "glidemq-cluster") {
+    const redis = new Redis(serviceUrl("redis"));
+    return { call: () => redis.ping(), close: async () => void redis.disconnect() };
+  }
+  if (name === "cloudq") {
+    const client = await new MongoClient(serviceUrl("mongo")).connect();
+    return { call: () => client.db("admin").command({ ping: 1 }), close: () => client.close() };
+  }
+  const knex =
+    name === "sqlite"
+      ? knexFactory({ client: "better-sqlite3", connection: { filename: ":memory:" }, useNullAsDefault: true })
+      : knexFactory({
+          client: name === "postgres" ? "pg" : "mysql2",
+          connection: serviceUrl(name === "postgres" ? "postgres" : "mysql"),
+          pool: { min: 1, max: 50 },
+        });
+  return { call: () => knex.raw("select 1"), close: () => knex.destroy() };
+}
+
+interface Row {
+  store: string;
+  path: string;
+  measure: string;
+  jobsPerSecond: number;
+  p50ms?: number;
+  p99ms?: number;
+}
+
+/** A server in a process of its own, as the gateway runs in production; resolves once it listens. */
+async function startProcess(args: string[]): Promise<{ url: string; stop: () => void }> {
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+    if (url) return { url, stop: () => child.kill("SIGTERM") };
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${args.join(" ")} did not start: ${out}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** `switchyard serve` on the store under test. */
+function startGateway(spec: unknown) {
+  const config = join(mkdtempSync(join(tmpdir(), "switchyard-bench-")), "config.json");
+  writeFileSync(config, JSON.stringify({ backends: { main: spec } }));
+  return startProcess([...CLI_FROM_SOURCE, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"]);
+}
+
+// Node's http client with keep-alive: fetch (undici) would add ~0.4 ms of its own to every request.
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+/** One JSON request over a kept-alive connection; its parsed answer. */
+function http(server: { url: string }, method: string, path: string, body?: unknown): Promise<{ jobs?: Job[]; job?: Job }> {
+  const { hostname, port } = new URL(server.url);
+  const payload = body === undefined ? "" : JSON.stringify(body);
+  const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(payload) };
+  return new Promise((resolve, reject) => {
+    const req = request({ host: hostname, port, path, method, agent, headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => {
+        text += chunk;
+      });
+      res.on("end", () => {
+        if ((res.statusCode ?? 500) >= 300) reject(new Error(`${method} ${path}: ${res.statusCode} ${text}`));
+        else resolve(JSON.parse(text));
+      });
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+async function benchStore(name: StoreName): Promise<Row[]> {
+  const store = openStore(name, 14, { completion: "mark-deleted" });
+  const backend: Backend = await store.openBackend();
+  const server = await startGateway(store.spec);
+  const bare = await startProcess(["--import", "tsx", join(import.meta.dirname, "bare-hono.ts")]);
+  const baseline = await roundTrip(name);
+  let seq = 0;
+  const queue = () => store.track(`bench-${Date.now().toString(36)}-${seq++}`);
+  const rows: Row[] = [];
+  const measure = async (path: string, what: string, run: () => Promise<{ rate: number; latencies?: number[] }>) => {
+    const results = [];
+    for (let r = 0; r < RUNS; r++) results.push(await run());
+    const latencies = results.flatMap((result) => result.latencies ?? []);
+    const row: Row = { store: name, path, measure: what, jobsPerSecond: Math.round(median(results.map((result) => result.rate))) };
+    if (latencies.length > 0)
+      Object.assign(row, { p50ms: +percentile(latencies, 0.5).toFixed(2), p99ms: +percentile(latencies, 0.99).toFixed(2) });
+    rows.push(row);
+    process.stderr.write(`[bench] ${name} ${path} ${what}: ${row.jobsPerSecond}/s\n`);
+  };
+  const preload = async (q: string, n: number) => {
+    for (let i = 0; i < n; i += 1000)
+      await backend.enqueueBulk(
+        q,
+        Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({ name: "w", data: { n: i + j } })),
+      );
+  };
+  const job = (i: number): EnqueueInput => ({ name: "bench", data: { n: i } });
+  try {
+    for (const inFlight of [1, 10, 50]) {
+      await measure("baseline", `round trip, ${inFlight} in flight`, () => drive(ENQUEUE_JOBS, inFlight, baseline.call));
+      await measure("backend", `enqueue, ${inFlight} in flight`, () => {
+        const q = queue();
+        return drive(inFlight === 1 ? ENQUEUE_JOBS / 4 : ENQUEUE_JOBS, inFlight, (i) => backend.enqueue(q, job(i)));
+      });
+      await measure("http bare hono", `POST, ${inFlight} in flight`, () =>
+        drive(inFlight === 1 ? ENQUEUE_JOBS / 4 : ENQUEUE_JOBS, inFlight, (i) => http(bare, "POST", "/v1/queues/q/jobs", job(i))),
+      );
+      await measure("http /v1", `enqueue, ${inFlight} in flight`, () => {
+        const q = queue();
+        return drive(inFlight === 1 ? ENQUEUE_JOBS / 4 : ENQUEUE_JOBS, inFlight, (i) =>
+          http(server, "POST", `/v1/queues/${q}/jobs`, job(i)),
+        );
+      });
+    }
+    await measure("backend", "enqueueBulk, 1000 a call", async () => {
+      const q = queue();
+      const started = performance.now();
+      await preload(q, ENQUEUE_JOBS * 2);
+      return { rate: ((ENQUEUE_JOBS * 2) / (performance.now() - started)) * 1000 };
+    });
+    for (const workers of [1, 10, 50]) {
+      const jobs = workers === 1 ? CYCLE_JOBS / 4 : CYCLE_JOBS;
+      await measure("backend", `reserve + complete, ${workers} workers`, async () => {
+        const q = queue();
+        await preload(q, jobs);
+        const worker = `w-${seq}`;
+        const rate = await cycle(
+          async () => (await backend.reserve(q, { worker, count: 1 }))[0],
+          (reserved) => backend.complete(q, reserved.id, { worker }),
+          jobs,
+          workers,
+        );
+        return { rate };
+      });
+      await measure("http /v1", `reserve + complete, ${workers} workers`, async () => {
+        const q = queue();
+        await preload(q, jobs);
+        const rate = await cycle(
+          async () => (await http(server, "POST", `/v1/queues/${q}/reserve`, { worker: "w" })).jobs?.[0],
+          (reserved) => http(server, "POST", `/v1/queues/${q}/jobs/${reserved.id}/complete`, { worker: "w" }),
+          jobs,
+          workers,
+        );
+        return { rate };
+      });
+    }
+  } finally {
+    await baseline.close();
+    server.stop();
+    bare.stop();
+    await backend.close();
+    await store.dispose();
+  }
+  return rows;
+}
+
+const only = process.argv.slice(2).filter((arg) => STORES.includes(arg as StoreName)) as StoreName[];
+const all: Row[] = [];
+for (const name of only.length > 0 ? only : STORES) all.push(...(await benchStore(name)));
+
+const machine = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+process.stdout.write(`\nSwitchyard bench, ${new Date().toISOString().slice(0, 10)}, ${machine}; medians of ${RUNS} runs\n\n`);
+process.stdout.write("| store | path | measure | jobs/s | vs baseline | p50 ms | p99 ms |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+for (const row of all) {
+  const inFlight = /(\d+) (in flight|workers)/.exec(row.measure)?.[1] ?? "50";
+  // HTTP enqueues against the bare Hono app; everything else against the store's round trip.
+  const [basePath, baseMeasure] =
+    row.path === "http /v1" && row.measure.startsWith("enqueue") ? ["http bare hono", "POST"] : ["baseline", "round trip"];
+  const base = all.find((c) => c.store === row.store && c.path === basePath && c.measure.startsWith(`${baseMeasure}, ${inFlight} `));
+  const own = row.path === "baseline" || row.path === "http bare hono";
+  const ratio =
+    base && !own ? `${(row.jobsPerSecond / base.jobsPerSecond).toFixed(2)}x ${basePath === "baseline" ? "round trip" : "bare Hono"}` : "";
+  process.stdout.write(
+    `| ${row.store} | ${row.path} | ${row.measure} | ${row.jobsPerSecond} | ${ratio} | ${row.p50ms ?? ""} | ${row.p99ms ?? ""} |\n`,
+  );
+}
+process.exit(0);

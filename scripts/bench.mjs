@@ -1,0 +1,17 @@
+#!/usr/bin/env node
+// `npm run bench`: starts the throwaway servers as `npm test` does, runs bench/run.ts against them,
+// and stops them. Extra arguments pick stores (`npm run bench -- sqlite glidemq`).
+import { spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import { startServices } from "./services.mjs";
+
+const services = await startServices();
+const bench = spawn("npx", ["tsx", "--conditions=@switchyard/source", "bench/run.ts", ...process.argv.slice(2)], {
+  stdio: "inherit",
+  env: { ...process.env, ...services.env },
+});
+bench.on("exit", (code, signal) => {
+  services.stop();
+  setTimeout(() => rmSync(services.dir, { recursive: true, force: true }), 2000).unref();
+  process.exitCode = code ?? (signal ? 1 : 0);
+});
