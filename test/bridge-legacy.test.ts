@@ -182,8 +182,16 @@ for (const { table: described, dialect, ddl, target, insert } of SCENARIOS) {
     it("every INSERTed row runs once on the target and ends complete or error with details, across a kill -9 of the bridge", async () => {
       const t = await setUp(dialect, ddl, target, insert);
       try {
-        const first = startBridge(t.config, t.targetQueue);
+        const first = startBridge(t.config, t.targetQueue, ["--metrics-port", "0"]);
         await eventually(async () => (await t.finishedRows()) >= ROWS / 3, "a third of the rows to be written back", 60_000);
+        // Its progress, as Prometheus scrapes it from the port it printed.
+        const metricsUrl = await eventually(async () => /metrics on (http:\S+)/.exec(first.output())?.[1], "the metrics address");
+        const scraped = await (await fetch(metricsUrl)).text();
+        const rows = (step: string) =>
+          Number(new RegExp(`switchyard_bridge_rows_total\\{step="${step}"\\} (\\d+)`).exec(scraped)?.[1] ?? 0);
+        expect(rows("enqueued")).toBeGreaterThanOrEqual(rows("complete") + rows("error"));
+        expect(rows("complete") + rows("error")).toBeGreaterThan(0);
+        expect(scraped).toMatch(/^switchyard_bridge_rows_in_flight \d+$/m);
         first.child.kill("SIGKILL");
         await first.exited;
         expect(await t.finishedRows()).toBeLessThan(ROWS);

@@ -109,6 +109,7 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .option("--lease-ms <ms>", "how long a claimed row stays with the bridge before another reserver may take it (default one day)")
     .option("--worker <name>", "the name the bridge holds rows under; keep it across restarts (default switchyard-bridge)")
     .option("--id-prefix <p>", "put before a row's id to make its job's id on the target (default: the table name and a dash)")
+    .option("--metrics-port <n>", "serve the bridge's progress for Prometheus at http://127.0.0.1:<n>/metrics (0: a free port, printed)")
     .option("--once", "stop once every pending row has been handed out and written back")
     .addHelpText("after", BRIDGE_NOTES)
     .action(async (options) => {

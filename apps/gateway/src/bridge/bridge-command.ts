@@ -3,6 +3,7 @@ import { ADAPTERS } from "../adapters.js";
 import { closeBackends, openBackends } from "../backends.js";
 import type { CliIo } from "../cli-io.js";
 import { ConfigError, loadConfig } from "../config.js";
+import { BridgeMetrics } from "./bridge-metrics.js";
 import { type BridgeEvent, LegacyBridge } from "./legacy-bridge.js";
 
 /** What `switchyard bridge-legacy` prints after its options in --help. */
@@ -26,6 +27,7 @@ export interface BridgeCommandOptions {
   worker?: string;
   idPrefix?: string;
   once?: boolean;
+  metricsPort?: string;
 }
 
 /** A bridge running until stopped; `finished` settles when it stops (with --once: when the table is drained). */
@@ -35,10 +37,10 @@ export interface RunningBridge {
   finished: Promise<void>;
 }
 
-function whole(value: string | undefined, flag: string, fallback: number, max: number): number {
+function whole(value: string | undefined, flag: string, fallback: number, max: number, min = 1): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!/^\d+$/.test(value) || n < 1 || n > max) throw new ConfigError(`${flag} must be a number from 1 to ${max}, got "${value}"`);
+  if (!/^\d+$/.test(value) || n < min || n > max) throw new ConfigError(`${flag} must be a number from ${min} to ${max}, got "${value}"`);
   return n;
 }
 
@@ -77,9 +79,12 @@ export async function runBridgeCommand(
     );
   }
 
+  const metricsPort = values.metricsPort === undefined ? undefined : whole(values.metricsPort, "--metrics-port", 0, 65_535, 0);
+  let bridge: LegacyBridge;
+  // Scraped only once the bridge exists: its port opens below.
+  const metrics = new BridgeMetrics(() => bridge.inFlight());
   const opened = await openBackends({ ...config, backends: { [from]: config.backends[from]!, [to]: config.backends[to]! } }, adapters);
   const queue = values.queue ?? (config.backends[from]!.options.defaultQueue as string | undefined) ?? "default";
-  let bridge: LegacyBridge;
   try {
     bridge = new LegacyBridge({
       source: opened.get(from)!.backend,
@@ -90,7 +95,10 @@ export async function runBridgeCommand(
       idPrefix: values.idPrefix ?? `${(config.backends[from]!.options.table as string | undefined) ?? "jobs"}-`,
       batchSize,
       leaseMs,
-      onEvent: (event) => io.out(describe(event)),
+      onEvent: (event) => {
+        metrics.count(event);
+        io.out(describe(event));
+      },
     });
   } catch (error) {
     await closeBackends(opened);
@@ -113,7 +121,9 @@ export async function runBridgeCommand(
       });
     }
   };
-  const finished = loop().finally(() => closeBackends(opened));
+  const served = metricsPort === undefined ? undefined : await metrics.listen(metricsPort, "127.0.0.1");
+  if (served) io.err(`switchyard bridge-legacy: metrics on ${served.url}\n`);
+  const finished = loop().finally(() => Promise.all([closeBackends(opened), served?.close()]));
   io.err(`switchyard bridge-legacy: ${from} queue "${queue}" -> ${to}, a pass every ${intervalMs} ms\n`);
   return {
     inFlight: () => bridge.inFlight(),
