@@ -27,6 +27,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const ENQUEUE_JOBS = Number(process.env.BENCH_ENQUEUE_JOBS ?? 2000);
 const CYCLE_JOBS = Number(process.env.BENCH_CYCLE_JOBS ?? 2000);
 const STORES: StoreName[] = ["sqlite", "postgres", "mysql", "qless", "glidemq", "cloudq"];
+/** The Redis database the bench writes to, flushed after each Redis store. */
+const REDIS_DB = 14;
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const percentile = (values: number[], p: number) =>
@@ -146,14 +148,25 @@ function http(server: { url: string }, method: string, path: string, body?: unkn
   });
 }
 
+/**
+ * Drops what a run wrote: the SQL table and the Mongo database go whole; Redis database 14 is the
+ * bench's own, flushed (the probes' per-queue clean-up scans every job, too slow after a bench).
+ */
+async function cleanUp(name: StoreName, store: ReturnType<typeof openStore>): Promise<void> {
+  if (name !== "qless" && name !== "glidemq") return store.dispose();
+  const redis = new Redis(`${serviceUrl("redis").replace(/\/\d*$/, "")}/${REDIS_DB}`);
+  await redis.flushdb();
+  redis.disconnect();
+}
+
 async function benchStore(name: StoreName): Promise<Row[]> {
-  const store = openStore(name, 14, { completion: "mark-deleted" });
+  const store = openStore(name, REDIS_DB, { completion: "mark-deleted" });
   const backend: Backend = await store.openBackend();
   const server = await startGateway(store.spec);
   const bare = await startProcess(["--import", "tsx", join(import.meta.dirname, "bare-hono.ts")]);
   const baseline = await roundTrip(name);
   let seq = 0;
-  const queue = () => store.track(`bench-${Date.now().toString(36)}-${seq++}`);
+  const queue = () => `bench-${Date.now().toString(36)}-${seq++}`;
   const rows: Row[] = [];
   const measure = async (path: string, what: string, run: () => Promise<{ rate: number; latencies?: number[] }>) => {
     const results = [];
@@ -227,7 +240,7 @@ async function benchStore(name: StoreName): Promise<Row[]> {
     server.stop();
     bare.stop();
     await backend.close();
-    await store.dispose();
+    await cleanUp(name, store);
   }
   return rows;
 }
