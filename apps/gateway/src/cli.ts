@@ -17,7 +17,8 @@ const { version } = createRequire(import.meta.url)("../package.json") as { versi
 const DOORS = `
 Doors: /v1 (native REST; described at /openapi.json and /docs), /cloudq (the Cloudq protocol),
 /qless (qless's command API as JSON over HTTP), /workerqueue (Worker Queue jobs as legacy rows, with
-an optional UDP wake-up port); /health checks every backend.
+an optional UDP wake-up port); /v1/events streams job events (SSE); /metrics is Prometheus;
+/health checks every backend. With auth.tokens in the config, every door needs a bearer token.
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and closes the backends.
 `;
 
