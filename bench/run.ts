@@ -126,7 +126,8 @@ async function startProcess(args: string[]): Promise<{ url: string; stop: () => 
 /** `switchyard serve` on the store under test. */
 function startGateway(spec: unknown) {
   const config = join(mkdtempSync(join(tmpdir(), "switchyard-bench-")), "config.json");
-  writeFileSync(config, JSON.stringify({ backends: { main: spec } }));
+  // A minute per backend call: a slow store (Cloudq's reserve on FerretDB under 10 racers) is measured, not refused.
+  writeFileSync(config, JSON.stringify({ backends: { main: { ...(spec as object), timeoutMs: 60_000 } } }));
   return startProcess([...CLI_FROM_SOURCE, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"]);
 }
 
