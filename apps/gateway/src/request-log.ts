@@ -9,9 +9,21 @@ export type { Logger } from "pino";
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+const guarded = new WeakSet<NodeJS.WritableStream>();
+
+/** A reader that went away (`switchyard serve | head`) must not take the gateway down with it. */
+function survivePipeClosing(destination: NodeJS.WritableStream): void {
+  if (guarded.has(destination)) return;
+  guarded.add(destination);
+  destination.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+  });
+}
+
 /** JSON lines on stdout, or readable lines when stdout is a terminal. */
 export function createLogger(level: LogLevel, destination: NodeJS.WritableStream = process.stdout): Logger {
   const terminal = (destination as NodeJS.WriteStream).isTTY === true;
+  survivePipeClosing(destination);
   return pino({ level, base: undefined }, terminal ? pretty({ destination, colorize: true }) : destination);
 }
 
