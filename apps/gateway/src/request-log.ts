@@ -40,8 +40,8 @@ export function doorOf(path: string): string {
 }
 
 /**
- * One log line per request: its id (also answered in X-Request-Id), door, method, route, queue,
- * status and duration. Never a body, a query value or a header: job data and credentials stay out.
+ * One log line per request: its id (also answered in X-Request-Id), door, method, route, queue, the
+ * name of its token (never the token), status and duration. Never a body, a query value or a header: job data and credentials stay out.
  */
 export function requestLog(logger: Logger): MiddlewareHandler<GatewayEnv> {
   return async (c, next) => {
@@ -52,6 +52,7 @@ export function requestLog(logger: Logger): MiddlewareHandler<GatewayEnv> {
     const started = performance.now();
     await next();
     const queue = c.req.param("queue");
+    const token = c.get("principal")?.name;
     logger.info(
       {
         requestId,
@@ -59,6 +60,7 @@ export function requestLog(logger: Logger): MiddlewareHandler<GatewayEnv> {
         method: c.req.method,
         route: c.req.routePath,
         ...(queue ? { queue } : {}),
+        ...(token ? { token } : {}),
         status: c.res.status,
         durationMs: Math.round((performance.now() - started) * 10) / 10,
       },

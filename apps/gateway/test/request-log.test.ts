@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli.js";
-import { type Gateway, createGateway } from "../src/index.js";
+import { type ConfigInput, type Gateway, createGateway } from "../src/index.js";
 import { type LogLevel, createLogger } from "../src/request-log.js";
 import { send } from "./helpers.js";
 
@@ -14,13 +14,17 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 /** A gateway on its own SQLite file whose log lines are kept, parsed, for the test to read. */
 async function loggedGateway(
   level: LogLevel,
+  auth?: ConfigInput["auth"],
 ): Promise<{ gateway: Gateway; lines: () => Array<Record<string, unknown>>; raw: () => string }> {
   const stream = new PassThrough();
   let raw = "";
   stream.on("data", (chunk) => {
     raw += chunk;
   });
-  const config = { backends: { main: { type: "workerqueue-sql" as const, url: `sqlite:${join(dir, `${level}.sqlite`)}` } } };
+  const config: ConfigInput = {
+    backends: { main: { type: "workerqueue-sql", url: `sqlite:${join(dir, `${level}-${Date.now()}.sqlite`)}` } },
+    auth,
+  };
   const gateway = await createGateway({ config, env: {}, logger: createLogger(level, stream) });
   const lines = () =>
     raw
@@ -73,6 +77,17 @@ describe("request log", () => {
       await send(gateway, "GET", "/v1/queues/secrets/jobs?state=waiting&cursor=SECRET-CURSOR");
       expect(lines().map((line) => line.requestId)).toContain("edge-42.a");
       expect(raw()).not.toContain("SECRET");
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it("names the request's token, never its value", async () => {
+    const { gateway, lines, raw } = await loggedGateway("info", { tokens: [{ name: "ci-bot", token: "tok-VALUE-123", access: "read" }] });
+    try {
+      await send(gateway, "GET", "/v1/queues", undefined, { authorization: "Bearer tok-VALUE-123" });
+      expect(lines()[0]).toMatchObject({ token: "ci-bot", status: 200 });
+      expect(raw()).not.toContain("VALUE");
     } finally {
       await gateway.close();
     }
