@@ -49,9 +49,15 @@ async function startGateway(name: string): Promise<{ url: string; child: ChildPr
   return { url, child, exited };
 }
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: any }> {
+/** What the routes used here answer: a reserve's jobs, or nothing the test reads. */
+interface Answer {
+  status: number;
+  json: { jobs: Array<{ id: string }> };
+}
+
+async function post(url: string, body: unknown): Promise<Answer> {
   const res = await fetch(url, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
-  return { status: res.status, json: await res.json() };
+  return { status: res.status, json: (await res.json()) as Answer["json"] };
 }
 
 describe("two gateway processes on one store", () => {
@@ -83,7 +89,7 @@ describe("two gateway processes on one store", () => {
         const reserved = await send(turn, `/v1/queues/${queue}/reserve`, { worker: `w${index}`, count: 50, leaseMs: 300_000 });
         expect(reserved.status).toBe(200);
         if (reserved.json.jobs.length === 0) return;
-        for (const job of reserved.json.jobs as Array<{ id: string }>) {
+        for (const job of reserved.json.jobs) {
           handedOut.set(job.id, (handedOut.get(job.id) ?? 0) + 1);
           const done = await send(turn, `/v1/queues/${queue}/jobs/${job.id}/complete`, { worker: `w${index}` });
           expect(done.status).toBe(200);

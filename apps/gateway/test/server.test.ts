@@ -137,7 +137,13 @@ describe("CLI", () => {
       ["127.0.0.1", false],
     ] as const) {
       let err = "";
-      const io = { out: () => undefined, err: (text: string) => void (err += text), env: { PORT: "0", LOG_LEVEL: "silent" } };
+      const io = {
+        out: () => undefined,
+        err: (text: string) => {
+          err += text;
+        },
+        env: { PORT: "0", LOG_LEVEL: "silent" },
+      };
       const server = (await runCli(["serve", "--host", host, "--config", file], io)) as RunningServer | undefined;
       await server?.close();
       expect(err.includes("every door is open"), host).toBe(warned);
