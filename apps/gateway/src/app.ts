@@ -7,6 +7,7 @@ import { type Config, ConfigError, type ConfigInput, parseConfig } from "./confi
 import { withDeadline } from "./deadline.js";
 import { cloudqDoor } from "./doors/cloudq.js";
 import type { Door } from "./doors/door.js";
+import { glidemqDoor } from "./doors/glidemq.js";
 import { HealthResponse } from "./doors/native-schemas.js";
 import { nativeDoor } from "./doors/native.js";
 import { qlessDoor } from "./doors/qless.js";
@@ -21,7 +22,7 @@ import { type WakeListener, listenForWakeups } from "./wake-listener.js";
 import { Wakeups } from "./wakeups.js";
 
 /** The doors of this build, mounted in this order; Cloudq last, since it may also own `/:queue`. */
-export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, workerQueueDoor, cloudqDoor];
+export const DOORS: readonly Door[] = [nativeDoor, qlessDoor, workerQueueDoor, glidemqDoor, cloudqDoor];
 
 export interface GatewayOptions {
   /** The configuration, shaped as the file is (defaults are filled in here). */
@@ -101,7 +102,7 @@ function openApiDocument(app: OpenAPIHono<GatewayEnv>) {
       title: "Switchyard",
       version: "1",
       description:
-        'Every door of the Switchyard job-queue gateway: the native REST API (/v1), qless\'s commands (/qless), Worker Queue (/workerqueue) and Cloudq (/cloudq). Errors answer `{error: {code, message}}`, on the Cloudq door `{status: "error", message}`.',
+        "Every door of the Switchyard job-queue gateway: the native REST API (/v1), qless's commands (/qless), Worker Queue (/workerqueue), glide-mq's proxy (/glidemq) and Cloudq (/cloudq). Errors answer `{error: {code, message}}`, on the Cloudq door `{status: \"error\", message}`, on the glide-mq door `{error}`.",
     },
   });
   if (document.components?.schemas?.Json) document.components.schemas.Json = { description: "Any JSON value." };

@@ -20,9 +20,9 @@ export const TokenSchema = z.strictObject({
   /** The value, `env:NAME` (read from the environment) or `file:PATH` (the file's first line). */
   token: z.string().min(1),
   access: z.enum(ACCESS_LEVELS),
-  /** The doors it may use (native, qless, workerqueue, cloudq); all when left out. */
+  /** The doors it may use (native, qless, workerqueue, cloudq, glidemq); all when left out. */
   doors: z
-    .array(z.enum(["native", "qless", "workerqueue", "cloudq"]))
+    .array(z.enum(["native", "qless", "workerqueue", "cloudq", "glidemq"]))
     .min(1)
     .optional(),
   /** Queue-name patterns (`*` as in routes) it may touch; all when left out. */

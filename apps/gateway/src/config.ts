@@ -60,7 +60,13 @@ const WorkerQueueDoorSchema = z.strictObject({
 });
 export type WorkerQueueDoorConfig = z.output<typeof WorkerQueueDoorSchema>;
 
+const GlidemqDoorSchema = z.strictObject({
+  /** Also serve glide-mq's proxy routes at `/` (`/queues/...`), where its HTTP producers expect them. */
+  mountAtRoot: z.boolean().default(false),
+});
+
 const DoorsSchema = z.strictObject({
+  glidemq: GlidemqDoorSchema.default(GlidemqDoorSchema.parse({})),
   cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
   workerqueue: WorkerQueueDoorSchema.default(WorkerQueueDoorSchema.parse({})),
 });

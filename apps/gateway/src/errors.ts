@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import { AuthError, type Principal } from "./auth.js";
 
 /** How a door shapes its error bodies; a door sets it on the context before its handlers run. */
-export type ErrorFormat = "native" | "cloudq";
+export type ErrorFormat = "native" | "cloudq" | "glidemq";
 
 export type GatewayEnv = {
   Variables: { errorFormat: ErrorFormat; requestId: string; authEnabled: boolean; principal: Principal | null; rateCounted: boolean };
@@ -56,10 +56,10 @@ function describe(error: unknown): HttpFailure {
   return { status: 500, code: "INTERNAL", message: "internal error" };
 }
 
-/** Renders a failure in the door's own shape: `{error:{code,message}}` or Cloudq's `{status:"error",message}`. */
 /** When a client may try again after a 503: stores come back, and the gateway tries them afresh on every call. */
 const RETRY_AFTER_SECONDS = "1";
 
+/** Renders a failure in the door's own shape: `{error:{code,message}}`, Cloudq's `{status:"error",message}` or glide-mq's `{error}`. */
 export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Response {
   if (failure.status === 503) c.header("Retry-After", RETRY_AFTER_SECONDS);
   if (failure.status === 429) c.header("Retry-After", String(failure.retryAfterSeconds ?? 1));
@@ -67,6 +67,7 @@ export function errorResponse(c: Context<GatewayEnv>, failure: HttpFailure): Res
   if (failure.status === 401)
     c.header("WWW-Authenticate", c.get("errorFormat") === "cloudq" ? 'Basic realm="switchyard"' : 'Bearer realm="switchyard"');
   if (c.get("errorFormat") === "cloudq") return c.json({ status: "error", message: failure.message }, failure.status);
+  if (c.get("errorFormat") === "glidemq") return c.json({ error: failure.message }, failure.status);
   return c.json({ error: { code: failure.code, message: failure.message } }, failure.status);
 }
 

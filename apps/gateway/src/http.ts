@@ -29,7 +29,7 @@ export function errorFormat(format: ErrorFormat): MiddlewareHandler<GatewayEnv> 
  * Reads a JSON body whatever the content type says (curl -d sends form-encoded headers with JSON
  * bodies). An empty body is `undefined` when allowed, a ValidationError otherwise.
  */
-export async function readJson(c: Context<GatewayEnv>, options: { optional?: boolean } = {}): Promise<unknown> {
+export async function readJson(c: Context<GatewayEnv>, options: { optional?: boolean; malformed?: string } = {}): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") {
     if (options.optional) return undefined;
@@ -39,7 +39,7 @@ export async function readJson(c: Context<GatewayEnv>, options: { optional?: boo
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ValidationError(`request body is not valid JSON: ${(error as Error).message}`);
+    throw new ValidationError(options.malformed ?? `request body is not valid JSON: ${(error as Error).message}`);
   }
   if (depthOf(value) > MAX_JSON_DEPTH) throw new ValidationError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   return value;

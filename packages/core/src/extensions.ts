@@ -54,3 +54,50 @@ export function hasJobEditing(backend: Backend): backend is Backend & JobEditing
   const editing = backend as Partial<JobEditing>;
   return typeof editing.setPriority === "function" && typeof editing.setTags === "function" && typeof editing.replace === "function";
 }
+
+/** An entry of glide-mq's events stream: its stream id, the `event` field, and the other fields. */
+export interface GlideMqEvent {
+  id: string;
+  event: string;
+  fields: Record<string, string>;
+}
+
+/** glide-mq's five counts, as its `Queue.getJobCounts()` computes them (prioritized jobs count as delayed). */
+export interface GlideMqCounts {
+  waiting: number;
+  active: number;
+  delayed: number;
+  completed: number;
+  failed: number;
+}
+
+/**
+ * glide-mq's own view and administration of a queue, on a store that holds glide-mq's layout: what
+ * its `Queue` class answers, for the glide-mq door to answer as glide-mq's proxy does. Priorities are
+ * glide-mq's (1 first .. 2048, 0 none). A missing job is a NotFoundError; a job in a state that does
+ * not allow the change an InvalidStateError.
+ */
+export interface GlideMqQueues {
+  glideCounts(queue: string): Promise<GlideMqCounts>;
+  /** `Queue.getJobs(state, start, end)`: the jobs of one of glide-mq's lists, in its order (end -1: to the last). */
+  glideJobs(queue: string, state: keyof GlideMqCounts, start: number, end: number): Promise<Job[]>;
+  changePriority(queue: string, id: string, priority: number): Promise<void>;
+  changeDelay(queue: string, id: string, delay: number): Promise<void>;
+  promote(queue: string, id: string): Promise<void>;
+  /** Removes the waiting jobs (and the delayed ones, when asked); answers how many. */
+  drain(queue: string, delayed: boolean): Promise<number>;
+  /** Puts up to `count` failed jobs (0: all) back to waiting; answers how many. */
+  retryFailed(queue: string, count: number): Promise<number>;
+  /** Removes up to `limit` jobs of `state` that finished more than `graceMs` ago; answers their ids. */
+  clean(queue: string, state: "completed" | "failed", graceMs: number, limit: number): Promise<string[]>;
+  /**
+   * Up to `count` entries of the events stream after the id `after`, at once (no blocking read: the
+   * store's connection is shared); `lastEventId` is the newest entry's id, where a reader starts.
+   */
+  readEvents(queue: string, after: string, count: number): Promise<GlideMqEvent[]>;
+  lastEventId(queue: string): Promise<string>;
+}
+
+export function hasGlideMqQueues(backend: Backend): backend is Backend & GlideMqQueues {
+  return typeof (backend as Partial<GlideMqQueues>).glideCounts === "function";
+}

@@ -8,6 +8,7 @@ import {
   type EnqueueResult,
   type ExportOptions,
   type FailOptions,
+  type GlideMqQueues,
   type HeartbeatOptions,
   type ImportResult,
   InvalidStateError,
@@ -25,6 +26,7 @@ import {
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import { glideQueue } from "./glide-queue.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
 import { toJob, toNewJob } from "./mapping.js";
@@ -74,7 +76,7 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
  * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
  */
-export function createGlideMqBackend(options: GlideMqBackendOptions): Backend {
+export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
@@ -138,6 +140,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend {
   }
 
   return guardBackend("glidemq-valkey", {
+    ...glideQueue(ready, keysOf),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 
@@ -310,5 +313,5 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend {
     async import(queue, jobs: Job[]): Promise<ImportResult> {
       return importJobs(await ready(), keysOf(queue), jobs);
     },
-  } satisfies Backend & { setProgress: NonNullable<Backend["setProgress"]> });
+  } satisfies Backend & GlideMqQueues & { setProgress: NonNullable<Backend["setProgress"]> });
 }

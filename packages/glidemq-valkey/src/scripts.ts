@@ -21,7 +21,13 @@ export type ScriptName =
   | "pause"
   | "import"
   | "flow"
-  | "count-prioritized";
+  | "count-prioritized"
+  | "change-priority"
+  | "change-delay"
+  | "promote-job"
+  | "clean"
+  | "retry-failed"
+  | "drain";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -62,6 +68,12 @@ const ALL: ScriptName[] = [
   "import",
   "flow",
   "count-prioritized",
+  "change-priority",
+  "change-delay",
+  "promote-job",
+  "clean",
+  "retry-failed",
+  "drain",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

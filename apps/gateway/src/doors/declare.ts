@@ -38,20 +38,21 @@ export const BACKEND_ERRORS = [400, 404, 501, 503];
  * Reads the JSON body whatever the Content-Type says (curl -d sends form-encoded headers with JSON
  * bodies), refusing an empty or too deeply nested one, and hands it to the route's validator.
  */
-function jsonBody(optional: boolean): MiddlewareHandler<GatewayEnv> {
+function jsonBody(optional: boolean, malformed?: string): MiddlewareHandler<GatewayEnv> {
   return async (c, next) => {
     // The validator parses the cached text again; an optional body left out validates as `{}`.
     // (Hono keeps the body promises in bodyCache, whatever its type says.)
     const cache = c.req.bodyCache as { text?: Promise<string> };
-    if ((await readJson(c, { optional })) === undefined) cache.text = Promise.resolve("{}");
+    if ((await readJson(c, { optional, ...(malformed ? { malformed } : {}) })) === undefined) cache.text = Promise.resolve("{}");
     c.req.raw.headers.set("content-type", "application/json");
     await next();
   };
 }
 
-export function body<T extends ZodType>(schema: T, optional = false) {
+/** A route's JSON body; `malformed` words the refusal of one that does not parse (glide-mq says `Bad request`). */
+export function body<T extends ZodType>(schema: T, optional = false, malformed?: string) {
   return {
-    middleware: [jsonBody(optional)],
+    middleware: [jsonBody(optional, malformed)],
     body: { content: { "application/json": { schema } }, required: !optional },
   };
 }

@@ -1,0 +1,67 @@
+import { type RouteConfig, z } from "@hono/zod-openapi";
+import type { Access } from "../auth.js";
+import { GlideError, JobParams, QueueParams } from "./glidemq-schemas.js";
+
+/**
+ * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (dead-letter
+ * queues, schedulers, rate limits, flows and budgets, usage, broadcast, suspend and signal, metrics,
+ * workers, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
+ * feature and the queue's backend rather than a 404 that looks like a wrong path.
+ */
+interface UnsupportedRoute {
+  feature: string;
+  access: Access;
+  route: RouteConfig;
+}
+
+const answer = {
+  501: { description: "Not served by this gateway", content: { "application/json": { schema: GlideError } } },
+};
+const Id = z.object({ id: z.string() });
+const FlowParams = QueueParams.extend({ parentId: z.string() });
+const BudgetParams = QueueParams.extend({ flowId: z.string() });
+const BroadcastParams = z.object({ name: z.string() });
+
+function unsupported(feature: string, access: Access, method: RouteConfig["method"], path: string, params?: z.ZodObject): UnsupportedRoute {
+  return {
+    feature,
+    access,
+    route: {
+      method,
+      path,
+      summary: `${feature} (glide-mq only; answers 501)`,
+      ...(params ? { request: { params } } : {}),
+      responses: answer,
+    },
+  };
+}
+
+export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
+  unsupported("a job's output stream", "read", "get", "/queues/{queue}/jobs/{id}/stream", JobParams),
+  unsupported("suspending a job", "read", "get", "/queues/{queue}/jobs/{id}/suspend", JobParams),
+  unsupported("signalling a suspended job", "write", "post", "/queues/{queue}/jobs/{id}/signal", JobParams),
+  unsupported("the suspended jobs", "read", "get", "/queues/{queue}/suspended", QueueParams),
+  unsupported("glide-mq's per-minute metrics", "read", "get", "/queues/{queue}/metrics", QueueParams),
+  unsupported("glide-mq's worker registry", "read", "get", "/queues/{queue}/workers", QueueParams),
+  unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq", QueueParams),
+  unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/replay-all", QueueParams),
+  unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq/{id}", JobParams),
+  unsupported("the dead-letter queue", "admin", "delete", "/queues/{queue}/dlq/{id}", JobParams),
+  unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/{id}/replay", JobParams),
+  unsupported("job schedulers", "read", "get", "/queues/{queue}/schedulers", QueueParams),
+  unsupported("job schedulers", "read", "get", "/queues/{queue}/schedulers/{id}", JobParams),
+  unsupported("job schedulers", "admin", "put", "/queues/{queue}/schedulers/{id}", JobParams),
+  unsupported("job schedulers", "admin", "delete", "/queues/{queue}/schedulers/{id}", JobParams),
+  unsupported("the queue's rate limit", "read", "get", "/queues/{queue}/rate-limit", QueueParams),
+  unsupported("the queue's rate limit", "admin", "put", "/queues/{queue}/rate-limit", QueueParams),
+  unsupported("the queue's rate limit", "admin", "delete", "/queues/{queue}/rate-limit", QueueParams),
+  unsupported("a flow's usage", "read", "get", "/queues/{queue}/flows/{parentId}/usage", FlowParams),
+  unsupported("a flow's budget", "read", "get", "/queues/{queue}/flows/{flowId}/budget", BudgetParams),
+  unsupported("flows and DAGs", "write", "post", "/flows"),
+  unsupported("flows and DAGs", "read", "get", "/flows/{id}", Id),
+  unsupported("flows and DAGs", "read", "get", "/flows/{id}/tree", Id),
+  unsupported("flows and DAGs", "admin", "delete", "/flows/{id}", Id),
+  unsupported("the usage summary", "read", "get", "/usage/summary"),
+  unsupported("broadcast", "write", "post", "/broadcast/{name}", BroadcastParams),
+  unsupported("broadcast", "read", "get", "/broadcast/{name}/events", BroadcastParams),
+];

@@ -1,0 +1,148 @@
+import {
+  type GlideMqCounts,
+  type GlideMqEvent,
+  type GlideMqQueues,
+  InvalidStateError,
+  type Job,
+  NotFoundError,
+  ValidationError,
+} from "@switchyard/core";
+import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
+import { loadJobs, pageJobs } from "./listing.js";
+import { jobCounts } from "./queue-admin.js";
+import { type RedisClient, runScript } from "./scripts.js";
+
+/*
+ * glide-mq's own view and administration of a queue (what its Queue class answers), for the
+ * glide-mq door: counts and lists as glide-mq computes them, and its changePriority, changeDelay,
+ * promote, drain, retryJobs and clean, each one script with glide-mq's keys, states and events.
+ */
+
+/** A script's refusal (`error:<why>` or `no_op`) as the core error a door answers with. */
+function refused(reply: string, queue: string, id: string): void {
+  if (reply === "ok" || reply === "no_op") return;
+  if (reply === "error:not_found") throw new NotFoundError(`glidemq-valkey: no job ${id} in queue ${queue}`, { queue, id });
+  const why = reply.replace(/^error:/, "").replaceAll("_", " ");
+  throw new InvalidStateError(`glidemq-valkey: job ${id} cannot be changed: ${why}`, { queue, id });
+}
+
+/** The ids in the queue's stream, in order: glide-mq's "waiting" list (entries a worker holds included). */
+async function streamIds(redis: RedisClient, keys: QueueKeys, end: number): Promise<string[]> {
+  const entries = (await (end >= 0 ? redis.xrange(keys.stream, "-", "+", "COUNT", end + 1) : redis.xrange(keys.stream, "-", "+"))) as Array<
+    [string, string[]]
+  >;
+  return entries.map(([, fields]) => fields[fields.indexOf("jobId") + 1] ?? "").filter((id) => id !== "");
+}
+
+function checkDelay(ms: number, what: string): void {
+  if (!Number.isFinite(ms) || ms < 0) throw new ValidationError(`glidemq-valkey: ${what} must be a non-negative number of ms`);
+}
+
+export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): GlideMqQueues {
+  const jobsByIds = async (redis: RedisClient, queue: string, keys: QueueKeys, ids: string[]): Promise<Job[]> =>
+    (await loadJobs(redis, queue, keys, ids)).flatMap((loaded) => (loaded ? [loaded.job] : []));
+
+  return {
+    async glideCounts(queue): Promise<GlideMqCounts> {
+      return jobCounts(await ready(), keysOf(queue));
+    },
+
+    async glideJobs(queue, state, start, end) {
+      const redis = await ready();
+      const keys = keysOf(queue);
+      const upTo = end >= 0 ? end + 1 : undefined;
+      if (state === "waiting") return jobsByIds(redis, queue, keys, (await streamIds(redis, keys, end)).slice(start, upTo));
+      if (state === "active") {
+        // Claimed from the stream or the lists, by glide-mq workers or through Switchyard: core's list.
+        const jobs: Job[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await pageJobs(redis, queue, keys, "active", 1000, cursor);
+          jobs.push(...page.items);
+          cursor = page.cursor ?? undefined;
+        } while (cursor && (upTo === undefined || jobs.length < upTo));
+        return jobs.slice(start, upTo);
+      }
+      const set = state === "delayed" ? keys.scheduled : state === "completed" ? keys.completed : keys.failed;
+      return jobsByIds(redis, queue, keys, await redis.zrange(set, start, end));
+    },
+
+    async changePriority(queue, id, priority) {
+      if (!Number.isInteger(priority) || priority < 0 || priority > 2048)
+        throw new ValidationError("glidemq-valkey: priority is a whole number from 0 to 2048");
+      const keys = keysOf(queue);
+      const reply = await runScript(
+        await ready(),
+        "change-priority",
+        [keys.job(id), keys.stream, keys.scheduled, keys.events],
+        [id, priority, CONSUMER_GROUP],
+      );
+      refused(String(reply), queue, id);
+    },
+
+    async changeDelay(queue, id, delay) {
+      checkDelay(delay, "a delay");
+      const keys = keysOf(queue);
+      const reply = await runScript(
+        await ready(),
+        "change-delay",
+        [keys.job(id), keys.stream, keys.scheduled, keys.events],
+        [id, Math.round(delay), Date.now(), CONSUMER_GROUP],
+      );
+      refused(String(reply), queue, id);
+    },
+
+    async promote(queue, id) {
+      const keys = keysOf(queue);
+      const reply = String(await runScript(await ready(), "promote-job", [keys.job(id), keys.stream, keys.scheduled, keys.events], [id]));
+      refused(reply === "error:not_delayed" ? "error:not_delayed" : reply, queue, id);
+    },
+
+    async drain(queue, delayed) {
+      const keys = keysOf(queue);
+      const reply = await runScript(
+        await ready(),
+        "drain",
+        [keys.stream, keys.scheduled, keys.events, keys.id, keys.lifo, keys.priority],
+        [delayed ? "1" : "0", CONSUMER_GROUP],
+      );
+      return Number(reply);
+    },
+
+    async retryFailed(queue, count) {
+      const keys = keysOf(queue);
+      const reply = await runScript(
+        await ready(),
+        "retry-failed",
+        [keys.failed, keys.scheduled, keys.events, keys.id],
+        [Math.max(0, Math.floor(count)), Date.now()],
+      );
+      return Number(reply);
+    },
+
+    async clean(queue, state, graceMs, limit) {
+      checkDelay(graceMs, "an age");
+      const keys = keysOf(queue);
+      const set = state === "completed" ? keys.completed : keys.failed;
+      const reply = await runScript(await ready(), "clean", [set, keys.events, keys.id], [Date.now() - graceMs, limit]);
+      return (reply as unknown[]).map(String);
+    },
+
+    async readEvents(queue, after, count): Promise<GlideMqEvent[]> {
+      const redis = await ready();
+      const reply = (await redis.xrange(keysOf(queue).events, `(${after}`, "+", "COUNT", count)) as Array<[string, string[]]>;
+      return reply.map(([id, flat]) => {
+        const fields: Record<string, string> = {};
+        for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] ?? ""] = flat[i + 1] ?? "";
+        const { event = "", ...rest } = fields;
+        return { id, event, fields: rest };
+      });
+    },
+
+    async lastEventId(queue) {
+      const redis = await ready();
+      const [last] = (await redis.xrevrange(keysOf(queue).events, "+", "-", "COUNT", 1)) as Array<[string, string[]]>;
+      return last?.[0] ?? "0-0";
+    },
+  };
+}
