@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { type Gateway, createGateway } from "@switchyard/gateway";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backends.js";
 
@@ -106,6 +107,23 @@ describe("glide-mq door on a glidemq-valkey store: glide-mq 0.15.4's proxy recor
     expect(await store.nativeState(queue, captured.delayed!)).toBe("waiting");
     expect(await store.nativeState(queue, "4")).toBe("prioritized");
     expect(await store.nativeState(queue, captured.jobA!)).toBe("failed");
+  });
+
+  it("an add through the door leaves the keys glide-mq's own Queue.add leaves (golden trace 01-plain-add)", async () => {
+    const golden = JSON.parse(readFileSync(new URL("../../shared/golden/glide-mq/01-plain-add.json", import.meta.url), "utf8"));
+    const [first] = golden.steps as Array<{ step: { name: string; data: unknown }; keys: Record<string, { value: unknown }> }>;
+    const queue = store.track(`gl${randomUUID().slice(0, 8)}`);
+    const added = await call("POST", `/glidemq/queues/${queue}/jobs`, { name: first!.step.name, data: first!.step.data });
+    expect(added.json.id).toBe("1");
+    const redis = new Redis(store.spec.url);
+    try {
+      const hash = await redis.hgetall(`glide:{${queue}}:job:1`);
+      expect({ ...hash, timestamp: "<T>" }).toEqual({ ...(first!.keys["glide:{golden}:job:1"]!.value as object), timestamp: "<T>" });
+      const [[, fields] = ["", []]] = await redis.xrange(`glide:{${queue}}:events`, "-", "+");
+      expect(fields).toEqual(["event", "added", "jobId", "1", "name", first!.step.name]);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it("a job reserved through the worker routes is active to glide-mq, and completes with its return value", async () => {

@@ -67,7 +67,7 @@ type Running = RunningServer | RunningBridge;
 function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (running: Running | undefined) => void): Command {
   const cli = new Command("switchyard")
     .description(
-      "A job-queue gateway: Cloudq, qless, Worker Queue and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.",
+      "A job-queue gateway: Cloudq, qless, Worker Queue, glide-mq's proxy and a native REST API onto Worker Queue SQL, qless, glide-mq and Cloudq stores.",
     )
     .version(version, "-v, --version")
     .addHelpText("after", DOORS)

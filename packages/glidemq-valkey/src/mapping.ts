@@ -150,7 +150,7 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
 
 /**
  * A glide-mq add for a core enqueue. `native.opts` (a glide-mq client's own options, from the
- * glide-mq door) is stored verbatim and wins over the core fields it names.
+ * glide-mq door) is stored verbatim and used instead of options derived from the core fields.
  */
 export function toNewJob(input: NormalizedEnqueueInput, now: number): NewJob {
   if (input.tags.length > 0) throw new UnsupportedError("glidemq-valkey: glide-mq jobs have no tags");
@@ -165,7 +165,9 @@ export function toNewJob(input: NormalizedEnqueueInput, now: number): NewJob {
   if (input.id !== undefined) derived.jobId = input.id;
   if (input.uniqueKey !== undefined) derived.deduplication = { id: input.uniqueKey };
   const verbatim = given && typeof given === "object" && !Array.isArray(given) ? (given as GlideJobOptions) : undefined;
-  const opts = verbatim ? { ...derived, ...verbatim } : derived;
+  // A glide-mq client's options are the whole of them, as glide-mq takes them: none given is attempts 0
+  // (one run), not core's default.
+  const opts = verbatim ?? derived;
   // `opts` is a glide-mq client's own (above); `glide` describes a glide-mq job, not a new one.
   const extraFields = nativeExtrasFields(input.native, ["opts", "glide"]);
   if (fromGlidePriority(opts.priority ?? priority) !== input.priority) extraFields.syPriority = String(input.priority);
