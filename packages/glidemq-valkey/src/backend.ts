@@ -26,6 +26,7 @@ import {
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import { indexBlocked } from "./flow-parents.js";
 import { glideQueue } from "./glide-queue.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
@@ -272,7 +273,9 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
 
     async list(queue, listOptions: ListOptions): Promise<Page<Job>> {
       const redis = await ready();
-      return pageJobs(redis, queue, keysOf(queue), listOptions.state, listOptions.limit ?? 100, listOptions.cursor);
+      const keys = keysOf(queue);
+      if (listOptions.state === "blocked" && listOptions.cursor === undefined) await indexBlocked(redis, keys);
+      return pageJobs(redis, queue, keys, listOptions.state, listOptions.limit ?? 100, listOptions.cursor);
     },
 
     async counts(queue): Promise<JobCounts> {
@@ -280,7 +283,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       const keys = keysOf(queue);
       const [glide, blocked, prioritized] = await Promise.all([
         jobCounts(redis, keys),
-        redis.zcard(keys.blocked),
+        indexBlocked(redis, keys),
         runScript(redis, "count-prioritized", [keys.scheduled], []),
       ]);
       // glide-mq counts prioritized jobs (in `scheduled` at their band's score) as delayed; get() and

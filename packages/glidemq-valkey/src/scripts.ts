@@ -27,7 +27,8 @@ export type ScriptName =
   | "promote-job"
   | "clean"
   | "retry-failed"
-  | "drain";
+  | "drain"
+  | "index-blocked";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -74,6 +75,7 @@ const ALL: ScriptName[] = [
   "clean",
   "retry-failed",
   "drain",
+  "index-blocked",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

@@ -242,6 +242,33 @@ describe("glidemq-valkey: jobs a glide-mq producer wrote, read through the Backe
     expect((await backend.get(q, "1"))?.dependsOn).toEqual(["2", "3"]);
   });
 
+  it("a parent glide-mq's FlowProducer added counts and lists as blocked, as get() reads it, until a glide-mq worker releases it", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const flow = await new GlideProducer(redis, q).addFlow({ name: "p", children: [{ name: "c1" }, { name: "c2" }] });
+    expect(await redis.zscore(k.blocked, flow!.parent)).toBeNull();
+    expect((await backend.get(q, flow!.parent))?.state).toBe("blocked");
+    expect(await backend.counts(q)).toMatchObject({ blocked: 1, waiting: 2 });
+    expect((await backend.list(q, { state: "blocked" })).items.map((job) => job.id)).toEqual([flow!.parent]);
+    // A glide-mq worker releases the parent itself, knowing nothing of sy:blocked.
+    await redis.hset(k.job(flow!.parent), "state", "waiting");
+    await redis.xadd(k.stream, "*", "jobId", flow!.parent, "name", "p");
+    expect(await backend.counts(q)).toMatchObject({ blocked: 0, waiting: 3 });
+    expect((await backend.list(q, { state: "blocked" })).items).toEqual([]);
+  });
+
+  it("a job reserved from the priority or lifo list announces `active` on the events stream, as glide-mq's Worker does; a stream job does not", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    const producer = new GlideProducer(redis, q);
+    const prioritized = await producer.add("p", 1, { priority: 3 });
+    const plain = await producer.add("s", 2);
+    const taken = await backend.reserve(q, { worker: "w", count: 2 });
+    expect(taken.map((job) => job.id)).toEqual([prioritized, plain]);
+    const active = (await redis.xrange(k.events, "-", "+")).filter(([, fields]) => fields[1] === "active").map(([, fields]) => fields[3]);
+    expect(active).toEqual([prioritized]);
+  });
+
   it("reserve() recovers a job that a consumer without a lease abandoned: one stall counted, then handed out again", async () => {
     const q = queue();
     const k = queueKeys(q);

@@ -6,9 +6,12 @@
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local now = tonumber(ARGV[1])
 local count = tonumber(ARGV[4]) or 1
+-- A job a Switchyard worker takes from the priority or lifo list announces `active`, as glide-mq's
+-- Worker does for those when it fetches the next job (QueueEvents listeners wait for it); a stream job
+-- does not, as with glide-mq. A plain glide-mq style claim (the golden replays' first fetch) stays silent.
 local ctx = {
   prefix = prefix, now = now, group = ARGV[2], consumer = ARGV[3],
-  leaseWorker = ARGV[5], leaseUntil = ARGV[6], activeEvents = false
+  leaseWorker = ARGV[5], leaseUntil = ARGV[6], activeEvents = ARGV[5] ~= ''
 }
 if ARGV[7] == '1' and redis.call('HGET', KEYS[7], 'paused') == '1' then return {} end
 local out = {}
