@@ -70,6 +70,35 @@ async function readEvents(res: Response, length: number): Promise<string> {
   return text;
 }
 
+/**
+ * A job added through the glide-mq door is taken through the Cloudq door and through the qless door,
+ * and a job added through either of those is taken through the glide-mq worker routes.
+ */
+async function acrossDoors(call: ReturnType<typeof caller>, queue: string): Promise<void> {
+  const viaGlide = async (name: string, data: unknown) => (await call("POST", `/glidemq/queues/${queue}/jobs`, { name, data })).json.id;
+  const cloudqJob = await viaGlide("Mailer", ["a@example.org", 2]);
+  const fromCloudq = await call("GET", `/cloudq/${queue}`);
+  expect(fromCloudq.json).toMatchObject({ klass: "Mailer", args: ["a@example.org", 2], id: cloudqJob });
+  expect((await call("DELETE", `/cloudq/${queue}/${cloudqJob}`)).status).toBe(200);
+
+  const qlessJob = await viaGlide("Report", { month: 11 });
+  const popped = await call("POST", "/qless/pop", { queue, args: [queue, "ql-worker", 1] });
+  expect(popped.status).toBe(200);
+  const [job] = popped.json.reply as Array<{ jid: string; klass: string; data: string }>;
+  expect({ jid: job?.jid, klass: job?.klass, data: JSON.parse(job?.data ?? "null") }).toEqual({
+    jid: qlessJob,
+    klass: "Report",
+    data: { month: 11 },
+  });
+  expect((await call("POST", "/qless/complete", { queue, args: [qlessJob, "ql-worker", queue, "{}"] })).status).toBe(200);
+
+  await call("POST", `/cloudq/${queue}`, { job: { klass: "FromCloudq", args: [1] } });
+  const [taken] = (await call("POST", `/glidemq/queues/${queue}/jobs/reserve`, { worker: "http-worker" })).json.jobs;
+  expect(taken).toMatchObject({ name: "FromCloudq", data: [1], state: "active" });
+  const done = await call("POST", `/glidemq/queues/${queue}/jobs/${taken.id}/complete`, { worker: "http-worker" });
+  expect(done.status).toBe(200);
+}
+
 describe("glide-mq door on a glidemq-valkey store: glide-mq 0.15.4's proxy recording", () => {
   const store = openStore("glidemq", 9);
   let gateway: Gateway;
@@ -124,6 +153,10 @@ describe("glide-mq door on a glidemq-valkey store: glide-mq 0.15.4's proxy recor
     } finally {
       redis.disconnect();
     }
+  });
+
+  it("a job added through the glide-mq door is taken through the Cloudq and qless doors, and the reverse", async () => {
+    await acrossDoors(call, store.track(`gc${randomUUID().slice(0, 8)}`));
   });
 
   it("a job reserved through the worker routes is active to glide-mq, and completes with its return value", async () => {
@@ -265,6 +298,10 @@ for (const { name, redisDb } of OTHER_STORES) {
       const done = await call("POST", `/glidemq/queues/${queue}/jobs/${other.id}/complete`, { worker: "go-1", returnvalue: "ok" });
       expect(done.json).toMatchObject({ state: "completed" });
       expect(await store.nativeState(queue, other.id)).toEqual(store.nativeStates.completed?.includes(null) ? null : expect.anything());
+    });
+
+    it("a job added through the glide-mq door is taken through the Cloudq and qless doors, and the reverse", async () => {
+      await acrossDoors(call, newQueue());
     });
 
     it("counts, list, revoke, pause and drain through the Backend contract; glide-mq's own features answer 501 naming the backend", async () => {
