@@ -203,6 +203,43 @@ describe("glide-mq door on a glidemq-valkey store: glide-mq 0.15.4's proxy recor
     expect(await store.nativeState(queue, id)).toBeNull();
   });
 
+  it("rate limit, metrics and workers are glide-mq's own keys: meta fields, metrics buckets, the w: registry", async () => {
+    const queue = store.track(`gr${randomUUID().slice(0, 8)}`);
+    const q = `/glidemq/queues/${queue}`;
+    expect((await call("GET", `${q}/rate-limit`)).json).toEqual({ rateLimit: null });
+    expect((await call("PUT", `${q}/rate-limit`, { max: 10, duration: 1000 })).json).toEqual({ rateLimit: { duration: 1000, max: 10 } });
+    expect((await call("PUT", `${q}/rate-limit`, { max: 0 })).json).toEqual({
+      error: "Body must include positive numeric fields: max, duration",
+    });
+    const redis = new Redis(store.spec.url);
+    try {
+      expect(await redis.hmget(`glide:{${queue}}:meta`, "rateLimitMax", "rateLimitDuration")).toEqual(["10", "1000"]);
+      expect((await call("GET", `${q}/rate-limit`)).json).toEqual({ rateLimit: { max: 10, duration: 1000 } });
+      expect((await call("DELETE", `${q}/rate-limit`)).json).toEqual({ removed: true, rateLimit: null });
+      expect(await redis.hexists(`glide:{${queue}}:meta`, "rateLimitMax")).toBe(0);
+
+      const { id } = (await call("POST", `${q}/jobs`, { name: "m" })).json;
+      await call("POST", `${q}/jobs/reserve`, { worker: "w" });
+      await call("POST", `${q}/jobs/${id}/complete`, { worker: "w" });
+      const metrics = (await call("GET", `${q}/metrics?type=completed`)).json;
+      expect(metrics).toEqual({
+        count: 1,
+        data: [{ timestamp: expect.any(Number), count: 1, avgDuration: expect.any(Number) }],
+        meta: { resolution: "minute" },
+      });
+      expect((await call("GET", `${q}/metrics`)).json).toEqual({ error: "Missing required query param: type" });
+
+      const startedAt = Date.now() - 5_000;
+      await redis.set(`glide:{${queue}}:w:worker-1`, JSON.stringify({ addr: "10.0.0.1", pid: 42, startedAt, activeJobs: 2 }), "PX", 60_000);
+      await redis.set(`glide:{${queue}}:w:broken`, "not json", "PX", 60_000);
+      const workers = (await call("GET", `${q}/workers`)).json.workers;
+      expect(workers).toEqual([{ id: "worker-1", addr: "10.0.0.1", pid: 42, startedAt, age: expect.any(Number), activeJobs: 2 }]);
+      expect(workers[0].age).toBeGreaterThanOrEqual(5_000);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it("add and wait answers the return value, or 504 after waitTimeout", async () => {
     const queue = store.track(`gt${randomUUID().slice(0, 8)}`);
     const waiting = call("POST", `/glidemq/queues/${queue}/jobs/wait`, { name: "sum", data: [1, 2], opts: { waitTimeout: 10_000 } });
@@ -327,6 +364,8 @@ for (const { name, redisDb } of OTHER_STORES) {
       for (const [method, path] of [
         ["GET", `/glidemq/queues/${queue}/dlq`],
         ["PUT", `/glidemq/queues/${queue}/rate-limit`],
+        ["GET", `/glidemq/queues/${queue}/workers`],
+        ["GET", `/glidemq/queues/${queue}/schedulers`],
         ["DELETE", `/glidemq/queues/${queue}/clean?state=completed&age=0`],
       ] as const) {
         const reply = await call(method, path, method === "PUT" ? { max: 1, duration: 1000 } : undefined);

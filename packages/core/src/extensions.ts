@@ -71,6 +71,30 @@ export interface GlideMqCounts {
   failed: number;
 }
 
+/** A queue's global rate limit in glide-mq: at most `max` jobs per `duration` ms across its workers. */
+export interface GlideMqRateLimit {
+  max: number;
+  duration: number;
+}
+
+/** glide-mq's per-minute metrics of finished jobs (`Queue.getMetrics`). */
+export interface GlideMqMetrics {
+  /** Jobs now in the completed (or failed) set. */
+  count: number;
+  data: Array<{ timestamp: number; count: number; avgDuration: number }>;
+  meta: { resolution: "minute" };
+}
+
+/** A live glide-mq worker, from its registry key `w:<id>` (`Queue.getWorkers`). */
+export interface GlideMqWorker {
+  id: string;
+  addr: string;
+  pid: number;
+  startedAt: number;
+  age: number;
+  activeJobs: number;
+}
+
 /**
  * glide-mq's own view and administration of a queue, on a store that holds glide-mq's layout: what
  * its `Queue` class answers, for the glide-mq door to answer as glide-mq's proxy does. Priorities are
@@ -96,6 +120,13 @@ export interface GlideMqQueues {
    */
   readEvents(queue: string, after: string, count: number): Promise<GlideMqEvent[]>;
   lastEventId(queue: string): Promise<string>;
+  /** The global rate limit glide-mq's workers keep to (meta `rateLimitMax`/`rateLimitDuration`), or null. */
+  rateLimit(queue: string): Promise<GlideMqRateLimit | null>;
+  setRateLimit(queue: string, limit: GlideMqRateLimit | null): Promise<void>;
+  /** Buckets `start`..`end` (-1: the last) of the per-minute metrics, oldest first. */
+  metrics(queue: string, type: "completed" | "failed", start: number, end: number): Promise<GlideMqMetrics>;
+  /** The workers registered on the queue now, oldest first. */
+  workers(queue: string): Promise<GlideMqWorker[]>;
 }
 
 export function hasGlideMqQueues(backend: Backend): backend is Backend & GlideMqQueues {

@@ -1,14 +1,16 @@
 import {
   type GlideMqCounts,
   type GlideMqEvent,
+  type GlideMqMetrics,
   type GlideMqQueues,
+  type GlideMqWorker,
   InvalidStateError,
   type Job,
   NotFoundError,
   ValidationError,
 } from "@switchyard/core";
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
-import { loadJobs, pageJobs } from "./listing.js";
+import { escapeGlob, loadJobs, nodeOfKey, pageJobs } from "./listing.js";
 import { jobCounts } from "./queue-admin.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
@@ -32,6 +34,22 @@ async function streamIds(redis: RedisClient, keys: QueueKeys, end: number): Prom
     [string, string[]]
   >;
   return entries.map(([, fields]) => fields[fields.indexOf("jobId") + 1] ?? "").filter((id) => id !== "");
+}
+
+/** A worker registration `{addr, pid, startedAt, activeJobs}`, or null for a malformed one (skipped, as glide-mq does). */
+function parseRegistration(value: string | null): Omit<GlideMqWorker, "id" | "age"> | null {
+  try {
+    const entry = JSON.parse(value ?? "null") as Record<string, unknown> | null;
+    if (typeof entry?.addr !== "string" || typeof entry.pid !== "number" || typeof entry.startedAt !== "number") return null;
+    return {
+      addr: entry.addr,
+      pid: entry.pid,
+      startedAt: entry.startedAt,
+      activeJobs: typeof entry.activeJobs === "number" ? entry.activeJobs : 0,
+    };
+  } catch {
+    return null;
+  }
 }
 
 function checkDelay(ms: number, what: string): void {
@@ -137,6 +155,62 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
         const { event = "", ...rest } = fields;
         return { id, event, fields: rest };
       });
+    },
+
+    async rateLimit(queue) {
+      const [max, duration] = await (await ready()).hmget(keysOf(queue).meta, "rateLimitMax", "rateLimitDuration");
+      return max == null || duration == null ? null : { max: Number(max), duration: Number(duration) };
+    },
+
+    async setRateLimit(queue, limit) {
+      const redis = await ready();
+      const { meta } = keysOf(queue);
+      if (limit === null) await redis.hdel(meta, "rateLimitMax", "rateLimitDuration");
+      else await redis.hset(meta, "rateLimitMax", String(limit.max), "rateLimitDuration", String(limit.duration));
+    },
+
+    async metrics(queue, type, start, end): Promise<GlideMqMetrics> {
+      const redis = await ready();
+      const keys = keysOf(queue);
+      const [count, fields] = await Promise.all([
+        redis.zcard(type === "completed" ? keys.completed : keys.failed),
+        redis.hgetall(type === "completed" ? keys.metricsCompleted : keys.metricsFailed),
+      ]);
+      // Fields m:<minute>:c (jobs) and m:<minute>:d (their summed run time, ms).
+      const minutes = new Map<number, { count: number; duration: number }>();
+      for (const [field, value] of Object.entries(fields)) {
+        const match = /^m:(\d+):([cd])$/.exec(field);
+        if (!match) continue;
+        const minute = minutes.get(Number(match[1])) ?? { count: 0, duration: 0 };
+        minutes.set(Number(match[1]), minute);
+        if (match[2] === "c") minute.count = Number.parseInt(value, 10) || 0;
+        else minute.duration = Number.parseInt(value, 10) || 0;
+      }
+      const data = [...minutes]
+        .sort(([a], [b]) => a - b)
+        .map(([timestamp, m]) => ({ timestamp, count: m.count, avgDuration: m.count > 0 ? Math.round(m.duration / m.count) : 0 }));
+      return { count, data: end === -1 ? data.slice(start) : data.slice(start, end + 1), meta: { resolution: "minute" } };
+    },
+
+    async workers(queue): Promise<GlideMqWorker[]> {
+      const redis = await ready();
+      const registry = keysOf(queue).worker("");
+      const node = await nodeOfKey(redis, registry);
+      const keys: string[] = [];
+      let cursor = "0";
+      do {
+        const [next, found] = await node.scan(cursor, "MATCH", `${escapeGlob(registry)}*`, "COUNT", 1000);
+        cursor = next;
+        keys.push(...found);
+      } while (cursor !== "0");
+      const values = keys.length === 0 ? [] : await redis.mget(...keys);
+      const now = Date.now();
+      const workers: GlideMqWorker[] = [];
+      values.forEach((value, i) => {
+        const entry = parseRegistration(value);
+        if (entry) workers.push({ id: keys[i]!.slice(registry.length), ...entry, age: Math.max(0, now - entry.startedAt) });
+      });
+      return workers.sort((a, b) => a.startedAt - b.startedAt);
     },
 
     async lastEventId(queue) {

@@ -128,6 +128,16 @@ export const CleanQuery = z.object({
   age: z.string({ error: "Missing required query param: age" }).pipe(integer("age", 0)),
   limit: integer("limit", 1).optional(),
 });
+const metricType = z.enum(["completed", "failed"], {
+  error: (issue) => (issue.input === undefined ? "Missing required query param: type" : "type must be one of: completed, failed"),
+});
+export const MetricsQuery = z.object({ type: metricType, start: integer("start", 0).optional(), end: integer("end", 0).optional() });
+const positiveField = z
+  .number({ error: "Body must include positive numeric fields: max, duration" })
+  .finite()
+  .positive("Body must include positive numeric fields: max, duration");
+export const RateLimitBody = z.object({ max: positiveField, duration: positiveField });
+
 export const EventsQuery = z.object({ lastId: z.string().optional().describe("Replay after this event id (or Last-Event-ID)") });
 
 /** The worker routes glide-mq's proxy lacks, with /v1's lease semantics. */
@@ -227,3 +237,16 @@ export const Retried = z.object({ retried: z.number() });
 export const Cleaned = z.object({ removed: z.array(z.string()) });
 export const EventText = z.string().describe("`id:`, `event:` and `data:` lines per event; `: keepalive` comments when quiet");
 export const JobsResponse = z.object({ jobs: z.array(GlideJob) });
+const RateLimit = z.object({ max: z.number(), duration: z.number() });
+export const RateLimitAnswer = z.object({ rateLimit: RateLimit.nullable() });
+export const RateLimitRemoved = z.object({ removed: z.literal(true), rateLimit: z.null() });
+export const Metrics = z.object({
+  count: z.number(),
+  data: z.array(z.object({ timestamp: z.number(), count: z.number(), avgDuration: z.number() })),
+  meta: z.object({ resolution: z.literal("minute") }),
+});
+export const Workers = z.object({
+  workers: z.array(
+    z.object({ id: z.string(), addr: z.string(), pid: z.number(), startedAt: z.number(), age: z.number(), activeJobs: z.number() }),
+  ),
+});

@@ -4,8 +4,7 @@ import { GlideError, JobParams, QueueParams } from "./glidemq-schemas.js";
 
 /**
  * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (dead-letter
- * queues, schedulers, rate limits, flows and budgets, usage, broadcast, suspend and signal, metrics,
- * workers, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
+ * queues, schedulers, flows and budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
  * feature and the queue's backend rather than a 404 that looks like a wrong path.
  */
 interface UnsupportedRoute {
@@ -41,8 +40,6 @@ export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
   unsupported("suspending a job", "read", "get", "/queues/{queue}/jobs/{id}/suspend", JobParams),
   unsupported("signalling a suspended job", "write", "post", "/queues/{queue}/jobs/{id}/signal", JobParams),
   unsupported("the suspended jobs", "read", "get", "/queues/{queue}/suspended", QueueParams),
-  unsupported("glide-mq's per-minute metrics", "read", "get", "/queues/{queue}/metrics", QueueParams),
-  unsupported("glide-mq's worker registry", "read", "get", "/queues/{queue}/workers", QueueParams),
   unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq", QueueParams),
   unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/replay-all", QueueParams),
   unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq/{id}", JobParams),
@@ -52,9 +49,6 @@ export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
   unsupported("job schedulers", "read", "get", "/queues/{queue}/schedulers/{id}", JobParams),
   unsupported("job schedulers", "admin", "put", "/queues/{queue}/schedulers/{id}", JobParams),
   unsupported("job schedulers", "admin", "delete", "/queues/{queue}/schedulers/{id}", JobParams),
-  unsupported("the queue's rate limit", "read", "get", "/queues/{queue}/rate-limit", QueueParams),
-  unsupported("the queue's rate limit", "admin", "put", "/queues/{queue}/rate-limit", QueueParams),
-  unsupported("the queue's rate limit", "admin", "delete", "/queues/{queue}/rate-limit", QueueParams),
   unsupported("a flow's usage", "read", "get", "/queues/{queue}/flows/{parentId}/usage", FlowParams),
   unsupported("a flow's budget", "read", "get", "/queues/{queue}/flows/{flowId}/budget", BudgetParams),
   unsupported("flows and DAGs", "write", "post", "/flows"),

@@ -1,14 +1,5 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import {
-  type Backend,
-  type GlideMqQueues,
-  type Job,
-  type JobState,
-  NotFoundError,
-  UnsupportedError,
-  hasGlideMqQueues,
-  hasJobEditing,
-} from "@switchyard/core";
+import { type Backend, type Job, type JobState, NotFoundError, UnsupportedError, hasGlideMqQueues, hasJobEditing } from "@switchyard/core";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
@@ -20,6 +11,7 @@ import type { Door, DoorContext } from "./door.js";
 import { streamEvents } from "./event-stream.js";
 import { glideEventStream, glideFrame } from "./glidemq-events.js";
 import { CORE_STATES_OF, asGlideJob, corePriority, glideCounts, toEnqueueInput } from "./glidemq-jobs.js";
+import { mountGlideOnlyRoutes } from "./glidemq-native.js";
 import * as S from "./glidemq-schemas.js";
 import { UNSUPPORTED_ROUTES } from "./glidemq-unsupported.js";
 import { mountWorkerRoutes } from "./glidemq-workers.js";
@@ -51,12 +43,6 @@ async function listThroughCore(backend: Backend, queue: string, state: string, s
     } while (cursor && jobs.length < wanted);
   }
   return jobs.slice(start, wanted);
-}
-
-/** What a route needs of a store outside the Backend contract, or a 501 naming the backend and what it lacks. */
-function needGlide(backend: Backend, queue: string, what: string): Backend & GlideMqQueues {
-  if (hasGlideMqQueues(backend)) return backend;
-  throw new UnsupportedError(`${what} needs glide-mq's queue administration; queue "${queue}" is on a ${backend.kind} backend`);
 }
 
 function needEditing(backend: Backend, queue: string, what: string) {
@@ -362,22 +348,6 @@ function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHon
     },
   );
 
-  door.openapi(
-    guarded("glidemq", "admin", {
-      method: "delete",
-      path: "/queues/{queue}/clean",
-      summary: "Remove completed or failed jobs that finished more than `age` seconds ago",
-      request: { params: S.QueueParams, query: S.CleanQuery },
-      responses: { 200: json("The removed ids", S.Cleaned), ...ERRORS },
-    }),
-    async (c) => {
-      const { queue } = c.req.valid("param");
-      const { state, age, limit = 1000 } = c.req.valid("query");
-      const backend = needGlide(on(queue), queue, "removing finished jobs");
-      return c.json({ removed: await backend.clean(queue, state, age * 1000, limit) }, 200);
-    },
-  );
-
   const sse = { description: "Server-Sent Events", content: { "text/event-stream": { schema: S.EventText } } };
   door.openapi(
     guarded("glidemq", "read", {
@@ -413,6 +383,7 @@ function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHon
   );
 
   mountWorkerRoutes(door, on, wakeups);
+  mountGlideOnlyRoutes(door, on);
 
   for (const unsupported of UNSUPPORTED_ROUTES) {
     door.openapi(guarded("glidemq", unsupported.access, unsupported.route), (c: Context<GatewayEnv>) => {
