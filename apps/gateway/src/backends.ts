@@ -10,7 +10,7 @@ export interface NamedBackend {
   backend: Backend;
 }
 
-async function openBackend(name: string, spec: BackendSpec, adapters: readonly AdapterDescriptor[]): Promise<NamedBackend> {
+export async function openBackend(name: string, spec: BackendSpec, adapters: readonly AdapterDescriptor[]): Promise<NamedBackend> {
   const adapter = adapters.find((candidate) => candidate.type === spec.type);
   if (!adapter) {
     const available = adapters.map((candidate) => candidate.type).join(", ") || "none";

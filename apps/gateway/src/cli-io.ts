@@ -5,4 +5,6 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   /** Where `serve` writes its request log; stdout when absent. */
   logTo?: NodeJS.WritableStream;
+  /** A terminal for progress bars (the CLI's stderr); JSON lines go to `err` when absent or not a TTY. */
+  progressStream?: NodeJS.WriteStream;
 }

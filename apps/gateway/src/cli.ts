@@ -8,7 +8,7 @@ import { redactUrl } from "./backends.js";
 import { BRIDGE_NOTES, type RunningBridge, runBridgeCommand } from "./bridge/bridge-command.js";
 import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { MIGRATE_NOTES, MigrateError, runMigrateCommand } from "./migrate-command.js";
+import { MIGRATE_NOTES, MigrateError, runMigrateCommand, runVerifyCommand } from "./migrate/command.js";
 import { LOG_LEVELS, type LogLevel, createLogger } from "./request-log.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
 
@@ -17,12 +17,17 @@ const { version } = createRequire(import.meta.url)("../package.json") as { versi
 const DOORS = `
 Doors: /v1 (native REST; described at /openapi.json and /docs), /cloudq (the Cloudq protocol),
 /qless (qless's command API as JSON over HTTP), /workerqueue (Worker Queue jobs as legacy rows, with
-an optional UDP wake-up port); /v1/events streams job events (SSE); /metrics is Prometheus;
+an optional UDP wake-up port), /glidemq (glide-mq's HTTP proxy, with HTTP worker routes); /v1/events streams job events (SSE); /metrics is Prometheus;
 /health checks every backend. With auth.tokens in the config, every door needs a bearer token.
 SIGTERM or SIGINT stops accepting connections, finishes in-flight requests and closes the backends.
 `;
 
-const defaultIo: CliIo = { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), env: process.env };
+const defaultIo: CliIo = {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  env: process.env,
+  progressStream: process.stderr,
+};
 
 /** Hosts only this machine can reach: no warning for serving them without tokens. */
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -84,17 +89,34 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .action(async (options) => done(await serve(options, io, adapters)));
   cli
     .command("migrate")
-    .description("copy one queue, every job in every state, from one configured backend to another")
-    .option("-c, --config <path>", "YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)")
-    .option("--from <backend>", "the backend to read from (a name under `backends:`)")
-    .option("--to <backend>", "the backend to write to")
-    .option("--queue <q>", "the queue to copy")
-    .option("--target-queue <q2>", "the queue's name on the target (default: the same name)")
-    .option("--batch-size <n>", "jobs per page (default 500)")
-    .option("--resume <cursor>", "continue after an interruption, from the cursor the last progress line printed")
+    .description("copy queues, every job in every state, from one backend to another, with a checkpoint and a checksum per queue")
+    .option("-c, --config <path>", "YAML or JSON configuration naming the backends (env SWITCHYARD_CONFIG)")
+    .option("--from <backend>", "the backend to read from: a name under `backends:` or a URL (see below)")
+    .option("--to <backend>", "the backend to write to: a name or a URL")
+    .option("--queue <q>", "one queue, or a pattern such as 'mail-*' (default: every queue of the source)")
+    .option("--target-queue <q2>", "the queue's name on the target, with one --queue (default: the same name)")
+    .option("--states <list>", "only jobs in these states, e.g. waiting,delayed (default: all)")
+    .option("--batch-size <n>", "jobs per page (default 1000)")
+    .option("--dry-run", "print what would move per queue and state, and what the target cannot hold; write nothing")
+    .option("--resume", "continue the migration the checkpoint file records")
+    .option("--checkpoint <file>", `where progress is kept (default ${"switchyard-migrate.checkpoint.json"})`)
+    .option("--no-verify", "skip the checksum comparison of source and target at the end")
     .addHelpText("after", MIGRATE_NOTES)
     .action(async (options) => {
       await runMigrateCommand(options, io, adapters);
+      done(undefined);
+    });
+  cli
+    .command("verify")
+    .description("compare queues in two backends by a checksum per state, listing the ids that differ")
+    .option("-c, --config <path>", "YAML or JSON configuration naming the backends (env SWITCHYARD_CONFIG)")
+    .option("--from <backend>", "the source: a name under `backends:` or a URL")
+    .option("--to <backend>", "the target: a name or a URL")
+    .option("--queue <q>", "one queue, or a pattern (default: every queue of the source)")
+    .option("--target-queue <q2>", "the queue's name on the target, with one --queue")
+    .option("--states <list>", "only jobs that were in these states in the source")
+    .action(async (options) => {
+      await runVerifyCommand(options, io, adapters);
       done(undefined);
     });
   cli

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,9 +8,10 @@ import type { Backend } from "@switchyard/core";
 import { createWorkerQueueBackend, workerQueueAdapter } from "@switchyard/workerqueue-sql";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
 import { ADAPTERS } from "../src/adapters.js";
 import { runCli } from "../src/cli.js";
-import { MigrateError } from "../src/migrate-command.js";
+import { MigrateError } from "../src/migrate/command.js";
 import { CLI_FROM_SOURCE } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-migrate-cli-"));
@@ -74,93 +76,170 @@ async function runBin(args: string[]): Promise<{ code: number | null; out: strin
 
 let source: Backend;
 const QUEUE = "invoices";
+const OTHER = "receipts";
 
 beforeAll(async () => {
   source = createWorkerQueueBackend({ url: sqliteUrl("old.sqlite") });
   await source.ready();
   for (let n = 1; n <= 5; n++) await source.enqueue(QUEUE, { name: `invoice-${n}`, data: { n } });
   await source.reserve(QUEUE, { worker: "legacy" });
+  await source.enqueueBulk(OTHER, [
+    { name: "receipt-1", tags: ["eu"] },
+    { name: "receipt-2", delay: 60_000 },
+  ]);
 });
+
+/** The JSON progress lines a run wrote to stderr. */
+const progressLines = (err: string) =>
+  err
+    .trim()
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+
+const checkpointIn = (name: string) => join(dir, `${name}.checkpoint.json`);
 afterAll(async () => {
   await source.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe("switchyard migrate", () => {
-  it("copies every job to the target, printing a progress line per page to stderr and the JSON report to stdout", async () => {
-    const config = writeConfig("copy");
+  it("copies every queue of the source, a JSON progress line per page on stderr, the report with checksums on stdout", async () => {
     const { io, output } = capture();
-    await runCli(["migrate", "--config", config, "--from", "old", "--to", "copy", "--queue", QUEUE, "--batch-size", "2"], io);
-    expect(JSON.parse(output.out)).toEqual({
-      from: "old",
-      to: "copy",
+    const args = [
+      "migrate",
+      "-c",
+      writeConfig("copy"),
+      "--from",
+      "old",
+      "--to",
+      "copy",
+      "--batch-size",
+      "2",
+      "--checkpoint",
+      checkpointIn("copy"),
+    ];
+    await runCli(args, io);
+    const report = JSON.parse(output.out);
+    expect(report.queues.map((q: { queue: string }) => q.queue)).toEqual([QUEUE, OTHER]);
+    expect(report.queues[0]).toMatchObject({
       queue: QUEUE,
       targetQueue: QUEUE,
       read: 5,
       imported: 5,
       skipped: 0,
-      cursor: null,
       missing: [],
       clashes: [],
     });
-    const lines = output.err.trim().split("\n");
-    expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatch(/^switchyard migrate: read 2 of ~5 \(40%\), imported 2, skipped 0; resume with --resume \S+$/);
-    expect(lines[2]).toMatch(/read 5 of ~5 \(100%\), imported 5, skipped 0; source exhausted/);
+    const verification = report.queues[0].verification;
+    expect(verification).toMatchObject({ equal: true, differing: [] });
+    // The job the legacy worker held arrives waiting: one waiting checksum covers all five.
+    expect(verification.states.waiting.source).toEqual(verification.states.waiting.target);
+    expect(verification.states.waiting.source.jobs).toBe(5);
+    expect(report.queues[1].verification.states).toMatchObject({ waiting: { source: { jobs: 1 } }, delayed: { source: { jobs: 1 } } });
+
+    const lines = progressLines(output.err);
+    expect(lines.filter((line) => line.queue === QUEUE).map((line) => line.read)).toEqual([2, 4, 5]);
+    expect(lines[0]).toMatchObject({ queue: QUEUE, read: 2, imported: 2, skipped: 0, total: 5, rate: expect.any(Number) });
     const rows = rowsOf("copy.sqlite", QUEUE);
     expect(rows.map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
-    // The job the legacy worker held arrives pending with its attempt counted.
     expect(rows[0]).toMatchObject({ status: "pending", attempts: 1 });
+    const checkpoint = JSON.parse(readFileSync(checkpointIn("copy"), "utf8"));
+    expect(checkpoint.queues[QUEUE]).toMatchObject({ done: true, read: 5, imported: 5 });
   });
 
   it("running the same migration again imports nothing and reports every job as skipped", async () => {
     const config = writeConfig("again");
-    const args = ["migrate", "--config", config, "--from", "old", "--to", "again", "--queue", QUEUE];
+    const args = ["migrate", "--config", config, "--from", "old", "--to", "again", "--queue", QUEUE, "--checkpoint", checkpointIn("again")];
     await runCli(args, capture().io);
     const { io, output } = capture();
     await runCli(args, io);
     // The skipped jobs are the same jobs, so none is a clash.
-    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 0, skipped: 5, missing: [], clashes: [] });
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({ read: 5, imported: 0, skipped: 5, missing: [], clashes: [] });
     expect(rowsOf("again.sqlite", QUEUE)).toHaveLength(5);
   });
 
-  it("--resume with the cursor of a progress line copies only the jobs after it; --target-queue renames the queue", async () => {
-    const first = capture();
-    await runCli(["migrate", "-c", writeConfig("full"), "--from", "old", "--to", "full", "--queue", QUEUE, "--batch-size", "2"], first.io);
-    const cursor = /--resume (\S+)/.exec(first.output.err)?.[1];
-    expect(cursor).toBeDefined();
+  it("takes URLs for --from and --to, --states for some states, and --target-queue within one store", async () => {
     const { io, output } = capture();
-    const args = ["--from", "old", "--to", "resumed", "--queue", QUEUE, "--target-queue", "billing", "--resume", cursor!];
-    await runCli(["migrate", "-c", writeConfig("resumed"), ...args], io);
-    expect(JSON.parse(output.out)).toMatchObject({ targetQueue: "billing", read: 3, imported: 3, missing: [] });
-    expect(rowsOf("resumed.sqlite", "billing").map((row) => row.name)).toEqual(["invoice-3", "invoice-4", "invoice-5"]);
-  });
-
-  it("within one backend, --target-queue copies the queue beside itself", async () => {
-    const { io, output } = capture();
+    const target = sqliteUrl("by-url.sqlite");
     await runCli(
-      ["migrate", "-c", writeConfig("same"), "--from", "old", "--to", "old", "--queue", QUEUE, "--target-queue", "copy-of-invoices"],
+      [
+        "migrate",
+        "--from",
+        sqliteUrl("old.sqlite"),
+        "--to",
+        target,
+        "--queue",
+        OTHER,
+        "--states",
+        "delayed",
+        "--checkpoint",
+        checkpointIn("url"),
+      ],
       io,
     );
-    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 5, missing: [] });
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({ read: 2, imported: 1, excluded: 1, verification: { equal: true } });
+    expect(rowsOf("by-url.sqlite", OTHER).map((row) => row.name)).toEqual(["receipt-2"]);
+
+    const same = capture();
+    const within = [
+      "migrate",
+      "-c",
+      writeConfig("same"),
+      "--from",
+      "old",
+      "--to",
+      "old",
+      "--queue",
+      QUEUE,
+      "--target-queue",
+      "copy-of-invoices",
+    ];
+    await runCli([...within, "--checkpoint", checkpointIn("same")], same.io);
+    expect(JSON.parse(same.output.out).queues[0]).toMatchObject({ read: 5, imported: 5, verification: { equal: true } });
     expect(rowsOf("old.sqlite", "copy-of-invoices")).toHaveLength(5);
     expect(rowsOf("old.sqlite", QUEUE)).toHaveLength(5);
   });
 
-  it("refuses a missing option, an unknown backend name and a bad batch size with a message naming them", async () => {
+  it("--dry-run prints the jobs per queue and state and what the target cannot hold, and writes nothing", async () => {
+    const { io, output } = capture();
+    const target = `${serviceUrl("redis")}?type=glidemq`;
+    await runCli(["migrate", "-c", writeConfig("dry"), "--from", "old", "--to", target, "--dry-run"], io);
+    const report = JSON.parse(output.out);
+    expect(report).toMatchObject({ dryRun: true, to: expect.stringMatching(/^redis:/) });
+    expect(report.queues).toEqual(
+      expect.arrayContaining([
+        { queue: QUEUE, jobs: { waiting: 4, active: 1 }, targetCannotHold: {} },
+        { queue: OTHER, jobs: { waiting: 1, delayed: 1 }, targetCannotHold: { "jobs with tags (tags)": 1 } },
+      ]),
+    );
+    expect(existsSync("switchyard-migrate.checkpoint.json")).toBe(false);
+  });
+
+  it("refuses a missing option, an unknown backend, a bad batch size or state list, and a resume with no checkpoint", async () => {
     const config = writeConfig("refused");
     const { io } = capture();
-    await expect(runCli(["migrate", "--config", config, "--from", "old", "--queue", QUEUE], io)).rejects.toThrow(
-      /--from, --to and --queue are required/,
+    await expect(runCli(["migrate", "--config", config, "--from", "old"], io)).rejects.toThrow(/--from and --to are required/);
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "nowhere"], io)).rejects.toThrow(
+      /--to "nowhere" is neither a backend of the configuration \(known: old, refused\) nor a URL/,
     );
-    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "nowhere", "--queue", QUEUE], io)).rejects.toThrow(
-      /--to "nowhere" names no backend in config file .*refused\.json \(known: old, refused\)/,
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "redis://127.0.0.1:6379/0"], io)).rejects.toThrow(
+      /say which layout the store holds, e.g. redis:\/\/127.0.0.1:6379\/0\?type=qless/,
     );
-    const badSize = ["migrate", "-c", config, "--from", "old", "--to", "refused", "--queue", QUEUE, "--batch-size", "0"];
-    await expect(runCli(badSize, io)).rejects.toThrow(/--batch-size must be a number from 1/);
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "refused", "--batch-size", "0"], io)).rejects.toThrow(
+      /--batch-size must be a number from 1/,
+    );
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "refused", "--states", "waiting,done"], io)).rejects.toThrow(
+      /--states takes a comma-separated list of waiting, delayed/,
+    );
+    await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "refused", "--target-queue", "x"], io)).rejects.toThrow(
+      /--target-queue renames one queue/,
+    );
     await expect(runCli(["migrate", "-c", config, "--from", "old", "--to", "old", "--queue", QUEUE], io)).rejects.toThrow(
       /both "old": give a --target-queue/,
     );
+    const resume = ["migrate", "-c", config, "--from", "old", "--to", "refused", "--resume", "--checkpoint", checkpointIn("none")];
+    await expect(runCli(resume, io)).rejects.toThrow(/--resume: no checkpoint at/);
   });
 
   it("reports jobs that did not arrive, after printing the report, and fails", async () => {
@@ -174,10 +253,14 @@ describe("switchyard migrate", () => {
       return backend;
     });
     const { io, output } = capture();
-    const run = runCli(["migrate", "-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE], io, adapters);
+    const run = runCli(
+      ["migrate", "-c", config, "--from", "old", "--to", "lossy", "--queue", QUEUE, "--checkpoint", checkpointIn("lossy")],
+      io,
+      adapters,
+    );
     await expect(run).rejects.toThrow(MigrateError);
-    await expect(run).rejects.toThrow(/1 job\(s\) read from old are missing from lossy after the migration: 1$/);
-    expect(JSON.parse(output.out)).toMatchObject({ read: 5, missing: ["1"] });
+    await expect(run).rejects.toThrow(/queue "invoices": 1 job\(s\) read from old are missing from lossy: 1$/);
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({ read: 5, missing: ["1"], verification: { equal: false, differing: ["1"] } });
   });
 
   it("a source job whose id the target already uses for another job is reported as a clash and fails the command", async () => {
@@ -187,14 +270,17 @@ describe("switchyard migrate", () => {
     await occupied.enqueue(QUEUE, { name: "someone-else", id: "2" });
     await occupied.close();
     const { io, output } = capture();
-    const run = runCli(["migrate", "-c", config, "--from", "old", "--to", "occupied", "--queue", QUEUE], io);
+    const run = runCli(
+      ["migrate", "-c", config, "--from", "old", "--to", "occupied", "--queue", QUEUE, "--checkpoint", checkpointIn("occupied")],
+      io,
+    );
     await expect(run).rejects.toThrow(
       /1 job\(s\) of old were not copied: occupied already holds other jobs with their ids in queue "invoices": 2;/,
     );
-    expect(JSON.parse(output.out)).toMatchObject({ read: 5, imported: 4, skipped: 1, missing: [], clashes: ["2"] });
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({ read: 5, imported: 4, skipped: 1, missing: [], clashes: ["2"] });
   });
 
-  it("a migration that stops mid-way fails with the cursor to resume from, and resuming with it copies the rest", async () => {
+  it("a migration that stops mid-way names the checkpoint, and --resume copies the rest, every job once", async () => {
     const config = writeConfig("flaky");
     // The target's second import fails as a dropped connection would.
     let imports = 0;
@@ -208,24 +294,81 @@ describe("switchyard migrate", () => {
       };
       return backend;
     });
-    const args = ["-c", config, "--from", "old", "--to", "flaky", "--queue", QUEUE, "--batch-size", "2"];
+    const args = [
+      "-c",
+      config,
+      "--from",
+      "old",
+      "--to",
+      "flaky",
+      "--queue",
+      QUEUE,
+      "--batch-size",
+      "2",
+      "--checkpoint",
+      checkpointIn("flaky"),
+    ];
     const stopped = await runCli(["migrate", ...args], capture().io, adapters).catch((error: Error) => error);
     expect(stopped).toBeInstanceOf(MigrateError);
-    const message = (stopped as Error).message;
-    expect(message).toMatch(/stopped after 2 job\(s\): connection reset; resume with --resume \S+$/);
+    expect((stopped as Error).message).toMatch(
+      /stopped after 2 job\(s\): connection reset; run the same command with --resume to continue from .*flaky\.checkpoint\.json$/,
+    );
     expect(rowsOf("flaky.sqlite", QUEUE)).toHaveLength(2);
 
     const { io, output } = capture();
-    await runCli(["migrate", ...args, "--resume", /--resume (\S+)$/.exec(message)![1]!], io, adapters);
-    expect(JSON.parse(output.out)).toMatchObject({ read: 3, imported: 3, skipped: 0, missing: [] });
+    await runCli(["migrate", ...args, "--resume"], io, adapters);
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({
+      read: 5,
+      imported: 5,
+      skipped: 0,
+      missing: [],
+      verification: { equal: true },
+    });
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
   });
 
+  it("switchyard verify compares by checksum and lists the ids that differ", async () => {
+    const config = writeConfig("checked");
+    await runCli(
+      ["migrate", "-c", config, "--from", "old", "--to", "checked", "--queue", QUEUE, "--checkpoint", checkpointIn("checked")],
+      capture().io,
+    );
+    const equal = capture();
+    await runCli(["verify", "-c", config, "--from", "old", "--to", "checked", "--queue", QUEUE], equal.io);
+    expect(JSON.parse(equal.output.out).queues[0]).toMatchObject({ queue: QUEUE, equal: true, differing: [] });
+
+    const target = createWorkerQueueBackend({ url: sqliteUrl("checked.sqlite") });
+    await target.ready();
+    const [job] = await target.reserve(QUEUE, { worker: "w" });
+    await target.complete(QUEUE, job!.id, { worker: "w" });
+    await target.close();
+    const { io, output } = capture();
+    await expect(runCli(["verify", "-c", config, "--from", "old", "--to", "checked", "--queue", QUEUE], io)).rejects.toThrow(
+      new RegExp(`queue "invoices": these jobs differ or are in one store only: ${job!.id}$`),
+    );
+    expect(JSON.parse(output.out).queues[0]).toMatchObject({
+      equal: false,
+      states: { completed: { source: { jobs: 0 }, target: { jobs: 1 } } },
+    });
+  });
+
   it("the switchyard binary prints only the report on stdout and exits 0", async () => {
-    const run = await runBin(["migrate", "-c", writeConfig("bin"), "--from", "old", "--to", "bin", "--queue", QUEUE]);
+    const run = await runBin([
+      "migrate",
+      "-c",
+      writeConfig("bin"),
+      "--from",
+      "old",
+      "--to",
+      "bin",
+      "--queue",
+      QUEUE,
+      "--checkpoint",
+      checkpointIn("bin"),
+    ]);
     expect(run.code, run.err).toBe(0);
-    expect(JSON.parse(run.out)).toMatchObject({ read: 5, imported: 5, missing: [] });
-    expect(run.err).toMatch(/read 5 of ~5 \(100%\), imported 5, skipped 0; source exhausted/);
+    expect(JSON.parse(run.out).queues[0]).toMatchObject({ read: 5, imported: 5, missing: [] });
+    expect(progressLines(run.err).at(-1)).toMatchObject({ queue: QUEUE, read: 5, imported: 5 });
   });
 
   it("the switchyard binary exits 1 with a clear message when a backend is unreachable (SQL or Redis)", async () => {

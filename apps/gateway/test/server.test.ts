@@ -95,10 +95,17 @@ describe("CLI", () => {
       "--to <backend>",
       "--queue <q>",
       "--target-queue <q2>",
+      "--states <list>",
       "--batch-size <n>",
-      "--resume <cursor>",
+      "--dry-run",
+      "--resume",
+      "--checkpoint <file>",
+      "--no-verify",
     ])
       expect(out).toContain(option);
+    out = "";
+    await runCli(["verify", "--help"], io);
+    for (const option of ["--from <backend>", "--to <backend>", "--queue <q>", "--states <list>"]) expect(out).toContain(option);
     out = "";
     await runCli(["--version"], io);
     expect(out.trim()).toMatch(/^\d+\.\d+\.\d+$/);

@@ -122,6 +122,8 @@ export interface Backend {
   cancel(queue: string, id: string): Promise<void>;
 
   get(queue: string, id: string): Promise<Job | null>;
+  /** Optional: the jobs of these ids, in their order (null where there is none), in one round trip where the store allows. */
+  getMany?(queue: string, ids: string[]): Promise<Array<Job | null>>;
   list(queue: string, options: ListOptions): Promise<Page<Job>>;
   counts(queue: string): Promise<JobCounts>;
   queues(): Promise<string[]>;

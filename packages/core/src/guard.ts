@@ -56,7 +56,19 @@ export function toBackendError(adapter: string, error: unknown): unknown {
 }
 
 /** The inputs every operation shares, checked with the core's schemas before any adapter code runs. */
-const QUEUE_FIRST = new Set(["enqueue", "enqueueBulk", "reserve", "list", "counts", "pause", "resume", "isPaused", "export", "import"]);
+const QUEUE_FIRST = new Set([
+  "enqueue",
+  "enqueueBulk",
+  "reserve",
+  "list",
+  "counts",
+  "pause",
+  "resume",
+  "isPaused",
+  "export",
+  "import",
+  "getMany",
+]);
 const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress", "setPriority", "setTags", "replace"]);
 
 function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
@@ -72,6 +84,10 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
   if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
   if (operation === "setPriority") parseOrThrow(PrioritySchema, args[2], `${adapter} priority`);
   if (operation === "setTags") parseOrThrow(TagsSchema, args[2], `${adapter} tags`);
+  if (operation === "getMany") {
+    if (!Array.isArray(args[1])) throw new ValidationError(`${adapter}: getMany takes an array of ids`);
+    for (const id of args[1]) checkText(JobIdSchema, id, adapter);
+  }
   if ((operation === "enqueueBulk" || operation === "import") && !Array.isArray(args[1])) {
     throw new ValidationError(`${adapter}: ${operation} takes an array of jobs`);
   }

@@ -4,6 +4,7 @@ export * from "./backend.js";
 export * from "./validate.js";
 export * from "./cursor.js";
 export * from "./migrate.js";
+export * from "./checksum.js";
 export * from "./adapter.js";
 export * from "./extensions.js";
 export * from "./guard.js";

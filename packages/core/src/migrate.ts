@@ -1,5 +1,5 @@
 import type { Backend } from "./backend.js";
-import type { Job } from "./job.js";
+import type { Job, JobState } from "./job.js";
 
 export interface MigrationProgress {
   /** Jobs read from the source so far. */
@@ -7,6 +7,10 @@ export interface MigrationProgress {
   imported: number;
   /** Jobs the target already had (a resumed migration). */
   skipped: number;
+  /** Jobs read but left behind because their state is not among `states`. */
+  excluded: number;
+  /** Jobs read, by state. */
+  byState: Partial<Record<JobState, number>>;
   /** The export cursor to resume from, or null once the source is exhausted. */
   cursor: string | null;
 }
@@ -21,6 +25,8 @@ export interface MigrateOptions {
   batchSize?: number;
   /** Resume after an interruption: the cursor last reported through onProgress. */
   cursor?: string;
+  /** Only jobs in these states are copied; all by default. */
+  states?: readonly JobState[];
   onProgress?: (progress: MigrationProgress) => void;
 }
 
@@ -42,6 +48,11 @@ function sameJob(source: Job, held: Job): boolean {
   return source.name === held.name && Math.floor(source.createdAt / 1000) === Math.floor(held.createdAt / 1000);
 }
 
+/** The jobs of these ids: in one call where the backend has getMany, else all gets at once. */
+export function getMany(backend: Backend, queue: string, ids: string[]): Promise<Array<Job | null>> {
+  return backend.getMany ? backend.getMany(queue, ids) : Promise.all(ids.map((id) => backend.get(queue, id)));
+}
+
 /**
  * Copies every job of a queue, in every state, from one backend to another, page by page. Ids,
  * attempts, timestamps and native fields travel with the jobs; ids the target already holds are
@@ -53,25 +64,34 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const { from, to, queue } = options;
   const targetQueue = options.targetQueue ?? queue;
   const limit = options.batchSize ?? 500;
-  const progress: MigrationProgress = { read: 0, imported: 0, skipped: 0, cursor: options.cursor ?? null };
+  const progress: MigrationProgress = { read: 0, imported: 0, skipped: 0, excluded: 0, byState: {}, cursor: options.cursor ?? null };
+  const wanted = options.states ? new Set(options.states) : null;
   const missing: string[] = [];
   const clashes: string[] = [];
   for (;;) {
     const page = await from.export(queue, progress.cursor === null ? { limit } : { limit, cursor: progress.cursor });
-    if (page.items.length > 0) {
-      const result = await to.import(targetQueue, page.items);
-      progress.read += page.items.length;
+    progress.read += page.items.length;
+    for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
+    const jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
+    progress.excluded += page.items.length - jobs.length;
+    if (jobs.length > 0) {
+      const result = await to.import(targetQueue, jobs);
       progress.imported += result.imported;
       progress.skipped += result.skipped.length;
       const skipped = new Set(result.skipped);
-      for (const job of page.items) {
-        const held = await to.get(targetQueue, job.id);
-        if (held === null) missing.push(job.id);
-        else if (skipped.has(job.id) && !sameJob(job, held)) clashes.push(job.id);
-      }
+      const held = await getMany(
+        to,
+        targetQueue,
+        jobs.map((job) => job.id),
+      );
+      jobs.forEach((job, i) => {
+        const target = held[i] ?? null;
+        if (target === null) missing.push(job.id);
+        else if (skipped.has(job.id) && !sameJob(job, target)) clashes.push(job.id);
+      });
     }
     progress.cursor = page.cursor;
-    options.onProgress?.({ ...progress });
+    options.onProgress?.({ ...progress, byState: { ...progress.byState } });
     if (page.cursor === null) return { ...progress, missing, clashes };
   }
 }

@@ -271,6 +271,11 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
 
     get,
 
+    async getMany(queue, ids) {
+      const redis = await ready();
+      return (await loadJobs(redis, queue, keysOf(queue), ids)).map((loaded) => loaded?.job ?? null);
+    },
+
     async list(queue, listOptions: ListOptions): Promise<Page<Job>> {
       const redis = await ready();
       const keys = keysOf(queue);

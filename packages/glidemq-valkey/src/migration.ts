@@ -127,16 +127,21 @@ export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job
       throw new ValidationError(`glidemq-valkey: job ${job.id} cannot be imported: ${String(error)}`);
     }
   });
+  // Sent together (one script per job, pipelined on the connection), each atomic on its own.
+  const written = await Promise.all(
+    plans.map((p) =>
+      runScript(
+        client,
+        "import",
+        [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
+        [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn), p.dedupId, String(p.createdAt)],
+      ),
+    ),
+  );
   const result: ImportResult = { imported: 0, skipped: [] };
-  for (const p of plans) {
-    const written = await runScript(
-      client,
-      "import",
-      [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
-      [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn), p.dedupId, String(p.createdAt)],
-    );
-    if (Number(written) === 1) result.imported++;
+  plans.forEach((p, i) => {
+    if (Number(written[i]) === 1) result.imported++;
     else result.skipped.push(p.id);
-  }
+  });
   return result;
 }

@@ -292,13 +292,10 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
         if (!record) throw new UnsupportedError(`qless-redis: qless deletes canceled jobs, so job ${job.id} cannot be imported`);
         return record;
       });
-      const skipped: string[] = [];
-      let imported = 0;
-      for (const record of records) {
-        if ((await call("switchyard.import", queue, JSON.stringify(record))) === 1) imported++;
-        else skipped.push(record.jid);
-      }
-      return { imported, skipped };
+      // Sent together (pipelined on the connection), each record written atomically by its own call.
+      const written = await Promise.all(records.map((record) => call("switchyard.import", queue, JSON.stringify(record))));
+      const skipped = records.filter((_, i) => written[i] !== 1).map((record) => record.jid);
+      return { imported: records.length - skipped.length, skipped };
     },
   } satisfies QlessBackend;
 

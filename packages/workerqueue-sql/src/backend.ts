@@ -30,7 +30,7 @@ import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
-import { findRow } from "./lookup.js";
+import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
@@ -203,6 +203,15 @@ class WorkerQueueBackend implements Backend, JobEditing {
     await this.ready();
     const row = await withRetry("get", () => findRow(this.store, this.store.knex, queue, id));
     return row ? rowToJob(this.store, row) : null;
+  }
+
+  async getMany(queue: string, ids: string[]): Promise<Array<Job | null>> {
+    await this.ready();
+    const rows = await withRetry("getMany", () => findRows(this.store, this.store.knex, queue, ids));
+    return ids.map((id) => {
+      const row = rows.get(id);
+      return row ? rowToJob(this.store, row) : null;
+    });
   }
 
   async list(queue: string, options: ListOptions): Promise<Page<Job>> {

@@ -15,7 +15,7 @@ import {
 import type { Knex } from "knex";
 import { ACTIVE_STATUSES, type JobRow, STATUS, SY } from "./columns.js";
 import { isUniqueViolation, withRetry } from "./db-errors.js";
-import { type Db, findByUniqueKey, findRow, rowById } from "./lookup.js";
+import { type Db, findByUniqueKey, findRow, findRows, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
 import { enqueueRow, importRow, rowToJob } from "./row.js";
 import { advanceIdCounter } from "./sequence.js";
@@ -114,6 +114,32 @@ export async function insertRow(store: Store, db: Db, row: Record<string, unknow
   return inserted;
 }
 
+/** Bound parameters per statement stay under every dialect's limit (SQLite's is 32,766). */
+const MAX_BINDINGS = 30_000;
+
+/**
+ * The rows of a chunk whose multi-row insert met a unique index: a concurrent import of the same
+ * job (skipped, as if it had been there) or a unique key another job of the queue holds (refused).
+ */
+async function importOneByOne(store: Store, trx: Knex.Transaction, queue: string, jobs: Job[], now: number, outcome: ImportResult) {
+  for (const job of jobs) {
+    try {
+      await trx.transaction((savepoint) => savepoint(store.table).insert(importRow(store, queue, job, now)));
+      outcome.imported++;
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      if (await findRow(store, trx, queue, job.id, true)) {
+        outcome.skipped.push(job.id);
+        continue;
+      }
+      throw new ConflictError(`workerqueue-sql: job ${job.id} has the unique key of another job of ${queue}`, {
+        id: job.id,
+        uniqueKey: job.uniqueKey,
+      });
+    }
+  }
+}
+
 /** Writes jobs as they were (ids, states, attempts, timestamps); ids already in the queue are skipped. */
 export async function importJobs(store: Store, queue: string, jobs: Job[]): Promise<ImportResult> {
   const checked = jobs.map((job) => parseOrThrow(JobSchema, job, "imported job"));
@@ -129,26 +155,28 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
     store.knex.transaction(async (trx) => {
       const outcome: ImportResult = { imported: 0, skipped: [] };
       const now = Date.now();
-      for (const job of checked) {
-        if (await findRow(store, trx, queue, job.id)) {
-          outcome.skipped.push(job.id);
-          continue;
-        }
+      const held = await findRows(
+        store,
+        trx,
+        queue,
+        checked.map((job) => job.id),
+      );
+      const fresh = checked.filter((job) => {
+        if (held.has(job.id)) outcome.skipped.push(job.id);
+        return !held.has(job.id);
+      });
+      const rows = fresh.map((job) => importRow(store, queue, job, now));
+      const perInsert = Math.max(1, Math.floor(MAX_BINDINGS / Math.max(1, ...rows.map((row) => Object.keys(row).length))));
+      for (let start = 0; start < fresh.length; start += perInsert) {
+        const chunk = fresh.slice(start, start + perInsert);
         try {
-          await trx.transaction((savepoint) => insertRow(store, savepoint, importRow(store, queue, job, now)));
+          // One multi-row insert per chunk; the savepoint lets a refused chunk be redone row by row.
+          await trx.transaction((savepoint) => savepoint(store.table).insert(rows.slice(start, start + perInsert)));
+          outcome.imported += chunk.length;
         } catch (error) {
           if (!isUniqueViolation(error)) throw error;
-          // A concurrent import of the same job got there first: skipped, as if it had been there.
-          if (await findRow(store, trx, queue, job.id, true)) {
-            outcome.skipped.push(job.id);
-            continue;
-          }
-          throw new ConflictError(`workerqueue-sql: job ${job.id} has the unique key of another job of ${queue}`, {
-            id: job.id,
-            uniqueKey: job.uniqueKey,
-          });
+          await importOneByOne(store, trx, queue, chunk, now, outcome);
         }
-        outcome.imported++;
       }
       return outcome;
     }),

@@ -1,7 +1,7 @@
 import { ValidationError } from "@switchyard/core";
 import type { Knex } from "knex";
 import type { JobRow } from "./columns.js";
-import { SY } from "./columns.js";
+import { MAX_ROW_ID, SY } from "./columns.js";
 import type { Store } from "./options.js";
 import { whereJobId, whereQueue } from "./where.js";
 
@@ -15,6 +15,29 @@ export async function findRow(store: Store, db: Db, queue: string, id: string, l
   // A caller-chosen id wins over a row id of the same spelling (see sequence.ts for why both are rare).
   const rows = (await query.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1)) as JobRow[];
   return rows[0] ?? null;
+}
+
+/**
+ * The rows of these ids in a queue, in one query: by caller-chosen id (sy_job_id), or by row id for
+ * a row that has none. Keyed by job id; a caller-chosen id wins over a row id of the same spelling.
+ */
+export async function findRows(store: Store, db: Db, queue: string, ids: string[]): Promise<Map<string, JobRow>> {
+  const found = new Map<string, JobRow>();
+  if (ids.length === 0) return found;
+  const rowIds = ids.filter((id) => /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID).map(Number);
+  const query = db(store.table)
+    .select("*")
+    .where((q) => {
+      q.whereIn(SY.jobId, ids);
+      if (rowIds.length > 0) q.orWhere((inner) => inner.whereNull(SY.jobId).whereIn("id", rowIds));
+    });
+  whereQueue(store, query, queue);
+  for (const row of (await query) as JobRow[]) {
+    const own = row[SY.jobId] as string | null;
+    if (own !== null && own !== undefined) found.set(own, row);
+    else if (!found.has(String(row.id))) found.set(String(row.id), row);
+  }
+  return found;
 }
 
 /** The unfinished job that holds a unique key in a queue, or null. */

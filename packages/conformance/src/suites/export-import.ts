@@ -1,4 +1,4 @@
-import type { Job } from "@switchyard/core";
+import { type Job, queueChecksum } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { type ConformanceOptions, reserveOne, titled, useBackend } from "../context.js";
 
@@ -65,6 +65,30 @@ export function exportImportSuite(options: ConformanceOptions): void {
       expect(result.imported).toBe(1);
       expect(result.skipped).toEqual([exported[0]?.id]);
       expect(await ctx.probe.countJobs(target)).toBe(2);
+    });
+
+    it("a page imported at once keeps the checksum of what was exported, state by state", async () => {
+      const source = ctx.queue();
+      const target = ctx.queue();
+      await ctx.backend.enqueueBulk(
+        source,
+        Array.from({ length: 25 }, (_, i) => ({ name: `job-${i}`, data: { i, nested: { b: 1, a: [i] } }, priority: i % 3 })),
+      );
+      await ctx.backend.fail(source, (await reserveOne(ctx, source, "w")).id, { worker: "w", error: { message: "x" }, retry: false });
+      // Taken first: in qless a jid is global, so importing it into another queue moves it there.
+      const before = await queueChecksum(ctx.backend, source);
+      await ctx.backend.import(target, await exportAll(ctx, source));
+      expect(await queueChecksum(ctx.backend, target)).toEqual(before);
+      expect([before.waiting.jobs, before.failed.jobs]).toEqual([24, 1]);
+    });
+
+    it("getMany, where a backend has it, answers each id's job in order and null for an unknown id, as get() does", async (test) => {
+      if (!ctx.backend.getMany) return test.skip("the backend reads jobs one get() at a time");
+      const queue = ctx.queue();
+      const [a, b] = await ctx.backend.enqueueBulk(queue, [{ name: "a" }, { name: "b" }]);
+      const got = await ctx.backend.getMany(queue, [b!.job.id, "no-such-job", a!.job.id]);
+      expect(got).toEqual([await ctx.backend.get(queue, b!.job.id), null, await ctx.backend.get(queue, a!.job.id)]);
+      await expect(ctx.backend.getMany(ctx.queue(), [a!.job.id])).resolves.toEqual([null]);
     });
   });
 }

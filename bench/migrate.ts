@@ -1,0 +1,127 @@
+/**
+ * `npm run bench -- migrate` (scripts/bench.mjs starts the throwaway servers): jobs per second of
+ * `migrateQueue` (export a page, import it, verify it in the target) between pairs of stores, beside
+ * the floor measured in the same run: reading the source alone, page by page. Peak RSS of the process
+ * is printed too. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
+ */
+import { cpus, totalmem } from "node:os";
+import { type Backend, type Job, migrateQueue } from "@switchyard/core";
+import { Redis } from "ioredis";
+import { type StoreName, openStore } from "../test/matrix-backends.js";
+import { serviceUrl } from "../test/support/services.js";
+
+const JOBS = Number(process.env.BENCH_MIGRATE_JOBS ?? 100_000);
+const PAGE = 1_000;
+/** The pairs the migration issue measured before: SQLite into glide-mq, qless and PostgreSQL, glide-mq into qless. */
+const PAIRS: Array<[StoreName, StoreName]> = [
+  ["sqlite", "glidemq"],
+  ["sqlite", "qless"],
+  ["glidemq", "qless"],
+  ["sqlite", "postgres"],
+];
+const REDIS_DB = { source: 12, target: 13 };
+
+/** A waiting job as another system would export it. */
+function job(i: number, now: number): Job {
+  return {
+    id: `m${i}`,
+    queue: "q",
+    name: "migrate-me",
+    data: { n: i, payload: "x".repeat(64) },
+    state: "waiting",
+    priority: 0,
+    runAt: null,
+    attempts: 0,
+    maxAttempts: 3,
+    backoff: null,
+    lease: null,
+    createdAt: now - (JOBS - i),
+    startedAt: null,
+    finishedAt: null,
+    result: null,
+    error: null,
+    progress: null,
+    tags: [],
+    dependsOn: [],
+    uniqueKey: null,
+    native: {},
+  };
+}
+
+async function seed(backend: Backend, queue: string): Promise<void> {
+  const now = Date.now();
+  for (let i = 0; i < JOBS; i += PAGE) {
+    await backend.import(
+      queue,
+      Array.from({ length: Math.min(PAGE, JOBS - i) }, (_, j) => job(i + j, now)),
+    );
+  }
+}
+
+async function readAll(backend: Backend, queue: string): Promise<number> {
+  let cursor: string | null = null;
+  let read = 0;
+  do {
+    const page = await backend.export(queue, cursor === null ? { limit: PAGE } : { limit: PAGE, cursor });
+    read += page.items.length;
+    cursor = page.cursor;
+  } while (cursor !== null);
+  return read;
+}
+
+const rate = (jobs: number, ms: number) => Math.round((jobs / ms) * 1000);
+
+async function flushRedis(): Promise<void> {
+  for (const db of Object.values(REDIS_DB)) {
+    const redis = new Redis(`${serviceUrl("redis").replace(/\/\d*$/, "")}/${db}`);
+    await redis.flushdb();
+    redis.disconnect();
+  }
+}
+
+async function benchPair(from: StoreName, to: StoreName) {
+  const source = openStore(from, REDIS_DB.source);
+  const target = openStore(to, REDIS_DB.target);
+  const [a, b] = [await source.openBackend(), await target.openBackend()];
+  const queue = `mig-${Date.now().toString(36)}`;
+  try {
+    await seed(a, queue);
+    let t0 = performance.now();
+    const read = await readAll(a, queue);
+    const readMs = performance.now() - t0;
+    t0 = performance.now();
+    const report = await migrateQueue({ from: a, to: b, queue, batchSize: PAGE });
+    const migrateMs = performance.now() - t0;
+    if (read !== JOBS || report.imported !== JOBS || report.missing.length > 0) {
+      throw new Error(`${from} -> ${to}: read ${read}, imported ${report.imported}, missing ${report.missing.length} of ${JOBS}`);
+    }
+    return {
+      pair: `${from} -> ${to}`,
+      jobs: JOBS,
+      seconds: +(migrateMs / 1000).toFixed(1),
+      jobsPerSecond: rate(JOBS, migrateMs),
+      readOnlyPerSecond: rate(JOBS, readMs),
+      ofReadOnly: +(readMs / migrateMs).toFixed(2),
+      peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+    };
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+    await Promise.all([source.dispose(), target.dispose()]).catch(() => undefined);
+    await flushRedis();
+  }
+}
+
+const only = process.argv.slice(2).filter((arg) => arg.includes(">"));
+const pairs = only.length > 0 ? only.map((arg) => arg.split(">") as [StoreName, StoreName]) : PAIRS;
+process.stderr.write(
+  `[bench] migrate: ${JOBS} jobs per pair on ${cpus().length} x ${cpus()[0]?.model}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}\n`,
+);
+const rows = [];
+for (const [from, to] of pairs) {
+  const row = await benchPair(from, to);
+  process.stderr.write(
+    `[bench] ${row.pair}: ${row.jobsPerSecond} jobs/s (read alone ${row.readOnlyPerSecond}/s), peak RSS ${row.peakRssMb} MB\n`,
+  );
+  rows.push(row);
+}
+console.table(rows);
