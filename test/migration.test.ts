@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Backend, type MigrationProgress, migrateQueue } from "@switchyard/core";
+import { type Backend, type MigrationProgress, migrateQueue, verifyQueue } from "@switchyard/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backends.js";
 import { expectSameJobs, seedEveryState } from "./migration-support.js";
@@ -89,6 +89,42 @@ for (const [fromName, toName] of PAIRS) {
       const resumed = await migrateQueue({ from, to, queue, batchSize: 2, cursor: reported!.cursor! });
       expect(resumed).toMatchObject({ read: source.length - 2, imported: source.length - 2, skipped: 0, missing: [] });
       await expectSameJobs(source, to, toStore, queue);
+    });
+
+    it("every page arrives unaltered (same digest), and the whole queue has the same checksum per state on both sides", async () => {
+      const queue = newQueue();
+      await seedEveryState(from, queue, to);
+      const report = await migrateQueue({ from, to, queue, batchSize: 3 });
+      expect(report.altered).toEqual([]);
+      expect(await verifyQueue(from, to, { queue })).toMatchObject({ equal: true, differing: [] });
+    });
+
+    it("moving deletes each job from the source once the target holds it, and leaves the active one to its worker", async () => {
+      const queue = newQueue();
+      const source = await seedEveryState(from, queue, to);
+      const active = source.filter((job) => job.state === "active").map((job) => job.id);
+      const report = await migrateQueue({ from, to, queue, batchSize: 2, mode: "move" });
+      expect(report).toMatchObject({
+        leftActive: active.length,
+        removed: source.length - active.length,
+        missing: [],
+        altered: [],
+        doubled: [],
+      });
+      expect(await fromStore.countJobs(queue)).toBe(active.length);
+      for (const id of active) expect((await from.get(queue, id))?.state).toBe("active");
+      await expectSameJobs(
+        source.filter((job) => job.state !== "active"),
+        to,
+        toStore,
+        queue,
+      );
+      // Moving again finds only the active job, still held by its worker.
+      expect(await migrateQueue({ from, to, queue, mode: "move" })).toMatchObject({
+        read: active.length,
+        removed: 0,
+        leftActive: active.length,
+      });
     });
 
     it("migrating a queue again imports nothing: every job is skipped and the target is unchanged", async () => {

@@ -96,6 +96,7 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .option("--queue <q>", "one queue, or a pattern such as 'mail-*' (default: every queue of the source)")
     .option("--target-queue <q2>", "the queue's name on the target, with one --queue (default: the same name)")
     .option("--states <list>", "only jobs in these states, e.g. waiting,delayed (default: all)")
+    .option("--mode <mode>", "copy (default) leaves the source as it was; move deletes each job from it once the target holds it")
     .option("--batch-size <n>", "jobs per page (default 1000)")
     .option("--dry-run", "print what would move per queue and state, and what the target cannot hold; write nothing")
     .option("--resume", "continue the migration the checkpoint file records")

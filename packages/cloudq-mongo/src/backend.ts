@@ -15,10 +15,10 @@ import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { importJobs } from "./import.js";
 import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
-import { countJobs, getJob, listFilter, pageJobs, queueNames } from "./reads.js";
+import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames } from "./reads.js";
 import { claimJobs } from "./reserve.js";
 import { type Store, guarded } from "./store.js";
-import { cancel, complete, fail, heartbeat, setProgress } from "./transitions.js";
+import { cancel, complete, fail, heartbeat, removeJobs, setProgress } from "./transitions.js";
 
 const MAX_RESERVE_COUNT = 1000;
 
@@ -117,8 +117,10 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
         return fail(store, queue, id, failure);
       }),
     cancel: (queue, id) => run("cancel", () => cancel(store, queue, id)),
+    remove: (queue: string, ids: string[]) => run("remove", () => removeJobs(store, queue, ids)),
     setProgress: (queue, id, progress) => run("setProgress", () => setProgress(store, queue, id, progress)),
     get: (queue, id) => run("get", () => getJob(store, queue, id)),
+    getMany: (queue: string, ids: string[]) => run("getMany", () => getJobs(store, queue, ids)),
     list: (queue, list) => run("list", () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
     counts: (queue) => run("counts", () => countJobs(store, queue)),
     queues: () => run("queues", () => queueNames(store)),

@@ -154,7 +154,7 @@ export async function insertDocument(store: Store, request: InsertRequest): Prom
   throw new ConflictError(`cloudq-mongo: could not insert a job into ${queue}: its id or unique key kept colliding`, { id });
 }
 
-function withExtras(document: Omit<CloudqDocument, "_id">, extras: SwitchyardFields): Omit<CloudqDocument, "_id"> {
+export function withExtras(document: Omit<CloudqDocument, "_id">, extras: SwitchyardFields): Omit<CloudqDocument, "_id"> {
   const switchyard = compact({ ...(document.switchyard as SwitchyardFields | undefined), ...extras });
   const { switchyard: _old, ...rest } = document;
   return switchyard ? { ...rest, switchyard } : rest;

@@ -47,3 +47,19 @@ export function idOf(document: { _id: unknown; switchyard?: { id?: string } }): 
 export function isDuplicateKey(error: unknown): boolean {
   return typeof error === "object" && error !== null && (error as { code?: unknown }).code === 11000;
 }
+
+/**
+ * Filters that find the jobs of many ids without `$or` (FerretDB scans the whole collection for an
+ * `$or`, but serves `$in` on an indexed field from the index): caller-chosen ids by their
+ * `switchyard.idSlot`, the others by `_id` in each spelling an id may have.
+ */
+export function jobsFilters(queue: string, ids: string[]): Array<Record<string, unknown>> {
+  const rawIds: unknown[] = [];
+  for (const id of ids) {
+    rawIds.push(id);
+    const objectId = asObjectId(id);
+    if (objectId) rawIds.push(objectId);
+    if (/^-?[0-9]{1,15}$/.test(id)) rawIds.push(Number(id));
+  }
+  return [{ "switchyard.idSlot": { $in: ids.map((id) => idSlot(queue, id)) } }, { queue, _id: { $in: rawIds } }];
+}

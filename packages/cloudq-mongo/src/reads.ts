@@ -9,8 +9,8 @@ import {
   encodeCursor,
 } from "@switchyard/core";
 import { BSON, ObjectId } from "mongodb";
-import { type DocumentId, documentToJob } from "./document.js";
-import { jobFilter } from "./ids.js";
+import { type CloudqDocument, type DocumentId, documentToJob } from "./document.js";
+import { idOf, jobFilter, jobsFilters } from "./ids.js";
 import { stateFilter } from "./queries.js";
 import type { Store } from "./store.js";
 
@@ -20,6 +20,24 @@ const MAX_PAGE = 1000;
 export async function getJob(store: Store, queue: string, id: string): Promise<Job | null> {
   const document = await store.jobs.findOne(jobFilter(queue, id));
   return document ? documentToJob(document, store.layout.stateField) : null;
+}
+
+/** The documents of these ids in a queue, by id: a caller-chosen id wins over an `_id` of the same spelling. */
+export async function documentsOf(store: Store, queue: string, ids: string[]): Promise<Map<string, CloudqDocument>> {
+  const byId = new Map<string, CloudqDocument>();
+  if (ids.length === 0) return byId;
+  const [bySlot, byKey] = await Promise.all(jobsFilters(queue, ids).map((filter) => store.jobs.find(filter).toArray()));
+  for (const document of [...(byKey ?? []), ...(bySlot ?? [])]) byId.set(idOf(document), document);
+  return byId;
+}
+
+/** The jobs of these ids, in order (null where there is none), found with two indexed queries. */
+export async function getJobs(store: Store, queue: string, ids: string[]): Promise<Array<Job | null>> {
+  const byId = await documentsOf(store, queue, ids);
+  return ids.map((id) => {
+    const document = byId.get(id);
+    return document ? documentToJob(document, store.layout.stateField) : null;
+  });
 }
 
 /** One countDocuments per state, each served by the (queue, state, ...) index. */

@@ -14,7 +14,7 @@ import {
 } from "@switchyard/core";
 import { UNFINISHED, releaseDependents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, documentToJob, jsonFields } from "./document.js";
-import { jobFilter } from "./ids.js";
+import { idOf, jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
 type Filter = Record<string, unknown>;
@@ -170,4 +170,23 @@ export async function cancel(store: Store, queue: string, id: string): Promise<v
   const document = await store.jobs.findOne(jobFilter(queue, id));
   if (!document) throw new NotFoundError(`cloudq-mongo: no job ${id} in queue ${queue}`, { queue, id });
   throw new InvalidStateError(`cloudq-mongo: job ${id} is already finished (${String(document[stateField])})`, { queue, id });
+}
+
+/**
+ * Deletes the documents of these ids that are not reserved (JobRemoval); answers the ids deleted. The
+ * state test is in the delete itself, so a job a worker reserved since it was read stays.
+ */
+export async function removeJobs(store: Store, queue: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { stateField } = store.layout;
+  const found = await store.jobs.find({ $or: ids.map((id) => jobFilter(queue, id)) }, { projection: { _id: 1, switchyard: 1 } }).toArray();
+  const wanted = new Set(ids);
+  const documents = found.filter((document) => wanted.has(idOf(document)));
+  if (documents.length === 0) return [];
+  const keys = documents.map((document) => document._id);
+  await store.jobs.deleteMany({ _id: { $in: keys }, [stateField]: { $ne: NATIVE.reserved } });
+  const left = new Set(
+    (await store.jobs.find({ _id: { $in: keys } }, { projection: { _id: 1 } }).toArray()).map((document) => String(document._id)),
+  );
+  return documents.filter((document) => !left.has(String(document._id))).map((document) => idOf(document));
 }

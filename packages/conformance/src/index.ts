@@ -12,6 +12,7 @@ import { leaseSuite } from "./suites/leases.js";
 import { listingSuite } from "./suites/listing.js";
 import { pauseSuite } from "./suites/pause.js";
 import { progressSuite } from "./suites/progress.js";
+import { removalSuite } from "./suites/removal.js";
 import { reserveSuite } from "./suites/reserve.js";
 import { delaySuite, dependencySuite, prioritySuite } from "./suites/scheduling.js";
 import { cancelSuite, uniquenessSuite } from "./suites/uniqueness-cancel.js";
@@ -52,6 +53,7 @@ export function runConformance(options: ConformanceOptions): void {
   pauseSuite(options);
   progressSuite(options);
   editingSuite(options);
+  removalSuite(options);
   exportImportSuite(options);
   concurrencySuite(options);
   unreachableSuite(options);

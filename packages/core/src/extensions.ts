@@ -132,3 +132,16 @@ export interface GlideMqQueues {
 export function hasGlideMqQueues(backend: Backend): backend is Backend & GlideMqQueues {
   return typeof (backend as Partial<GlideMqQueues>).glideCounts === "function";
 }
+
+/**
+ * Deleting jobs outright, with everything the store keeps for them: what a migration's move mode does
+ * to the source once the target holds a job. A job that is active (a worker holds it) is left alone.
+ */
+export interface JobRemoval {
+  /** Removes the jobs of these ids that are not active; answers the ids it removed (an unknown id is not). */
+  remove(queue: string, ids: string[]): Promise<string[]>;
+}
+
+export function hasJobRemoval(backend: Backend): backend is Backend & JobRemoval {
+  return typeof (backend as Partial<JobRemoval>).remove === "function";
+}

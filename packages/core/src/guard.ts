@@ -68,6 +68,7 @@ const QUEUE_FIRST = new Set([
   "export",
   "import",
   "getMany",
+  "remove",
 ]);
 const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress", "setPriority", "setTags", "replace"]);
 
@@ -84,8 +85,8 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
   if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
   if (operation === "setPriority") parseOrThrow(PrioritySchema, args[2], `${adapter} priority`);
   if (operation === "setTags") parseOrThrow(TagsSchema, args[2], `${adapter} tags`);
-  if (operation === "getMany") {
-    if (!Array.isArray(args[1])) throw new ValidationError(`${adapter}: getMany takes an array of ids`);
+  if (operation === "getMany" || operation === "remove") {
+    if (!Array.isArray(args[1])) throw new ValidationError(`${adapter}: ${operation} takes an array of ids`);
     for (const id of args[1]) checkText(JobIdSchema, id, adapter);
   }
   if ((operation === "enqueueBulk" || operation === "import") && !Array.isArray(args[1])) {

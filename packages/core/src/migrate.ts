@@ -1,4 +1,7 @@
 import type { Backend } from "./backend.js";
+import { jobDigest } from "./checksum.js";
+import { UnsupportedError } from "./errors.js";
+import { type JobRemoval, hasJobRemoval } from "./extensions.js";
 import type { Job, JobState } from "./job.js";
 
 export interface MigrationProgress {
@@ -9,6 +12,10 @@ export interface MigrationProgress {
   skipped: number;
   /** Jobs read but left behind because their state is not among `states`. */
   excluded: number;
+  /** Move mode: jobs deleted from the source once the target held them. */
+  removed: number;
+  /** Move mode: active jobs left in the source (a worker holds them; they are not copied). */
+  leftActive: number;
   /** Jobs read, by state. */
   byState: Partial<Record<JobState, number>>;
   /** The export cursor to resume from, or null once the source is exhausted. */
@@ -27,6 +34,11 @@ export interface MigrateOptions {
   cursor?: string;
   /** Only jobs in these states are copied; all by default. */
   states?: readonly JobState[];
+  /**
+   * `copy` (default) leaves the source as it was. `move` deletes each job from the source once the
+   * target holds it (the source needs JobRemoval); an active job is left to its worker, not copied.
+   */
+  mode?: "copy" | "move";
   onProgress?: (progress: MigrationProgress) => void;
 }
 
@@ -38,6 +50,19 @@ export interface MigrationReport extends MigrationProgress {
    * those source jobs were not copied. Empty when every skipped id was this same job, copied before.
    */
   clashes: string[];
+  /**
+   * Move mode: jobs a worker took in the source between the copy and the delete. They stay in the
+   * source; their copy was taken back out of the target, unless a target worker had taken it too
+   * (then they are listed in `doubled`).
+   */
+  keptInSource: string[];
+  /** Move mode: jobs now active in both stores (see keptInSource); empty in a quiet migration. */
+  doubled: string[];
+  /**
+   * Jobs the target holds, but not as they were read (their digest of id, name, data, state,
+   * priority, attempts and due time differs): a store that lost something. Moving, they stay in the source.
+   */
+  altered: string[];
 }
 
 /**
@@ -54,44 +79,105 @@ export function getMany(backend: Backend, queue: string, ids: string[]): Promise
 }
 
 /**
- * Copies every job of a queue, in every state, from one backend to another, page by page. Ids,
- * attempts, timestamps and native fields travel with the jobs; ids the target already holds are
+ * Copies (or moves) every job of a queue, in every state, from one backend to another, page by page.
+ * Ids, attempts, timestamps and native fields travel with the jobs; ids the target already holds are
  * skipped, so running it again (or from a reported cursor) after an interruption is safe, and a skipped
  * id that belongs to a different job is reported as a clash. Each page is verified against the target
- * before the next is read, and the report lists anything missing.
+ * before the next is read (and, moving, deleted from the source), and the report lists anything missing.
  */
 export async function migrateQueue(options: MigrateOptions): Promise<MigrationReport> {
   const { from, to, queue } = options;
   const targetQueue = options.targetQueue ?? queue;
   const limit = options.batchSize ?? 500;
-  const progress: MigrationProgress = { read: 0, imported: 0, skipped: 0, excluded: 0, byState: {}, cursor: options.cursor ?? null };
+  const source = options.mode === "move" ? removable(from) : null;
+  const progress: MigrationProgress = {
+    read: 0,
+    imported: 0,
+    skipped: 0,
+    excluded: 0,
+    removed: 0,
+    leftActive: 0,
+    byState: {},
+    cursor: options.cursor ?? null,
+  };
   const wanted = options.states ? new Set(options.states) : null;
-  const missing: string[] = [];
-  const clashes: string[] = [];
+  const report: PageReport = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
   for (;;) {
     const page = await from.export(queue, progress.cursor === null ? { limit } : { limit, cursor: progress.cursor });
     progress.read += page.items.length;
     for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
-    const jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
+    let jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
     progress.excluded += page.items.length - jobs.length;
+    if (source) {
+      // A job a worker holds stays with it: copied, it would run twice.
+      const idle = jobs.filter((job) => job.state !== "active");
+      progress.leftActive += jobs.length - idle.length;
+      jobs = idle;
+    }
     if (jobs.length > 0) {
-      const result = await to.import(targetQueue, jobs);
-      progress.imported += result.imported;
-      progress.skipped += result.skipped.length;
-      const skipped = new Set(result.skipped);
-      const held = await getMany(
-        to,
-        targetQueue,
-        jobs.map((job) => job.id),
-      );
-      jobs.forEach((job, i) => {
-        const target = held[i] ?? null;
-        if (target === null) missing.push(job.id);
-        else if (skipped.has(job.id) && !sameJob(job, target)) clashes.push(job.id);
-      });
+      const held = await copyPage(to, targetQueue, jobs, progress, report);
+      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report);
     }
     progress.cursor = page.cursor;
     options.onProgress?.({ ...progress, byState: { ...progress.byState } });
-    if (page.cursor === null) return { ...progress, missing, clashes };
+    if (page.cursor === null) return { ...progress, ...report };
   }
+}
+
+type PageReport = Pick<MigrationReport, "missing" | "clashes" | "keptInSource" | "doubled" | "altered">;
+
+function removable(backend: Backend): Backend & JobRemoval {
+  if (hasJobRemoval(backend)) return backend;
+  throw new UnsupportedError(`moving jobs needs a source that can delete them; ${backend.kind} cannot`);
+}
+
+/** Imports a page and reads it back from the target; answers the jobs the target now holds as they were read. */
+async function copyPage(to: Backend, targetQueue: string, jobs: Job[], progress: MigrationProgress, report: PageReport): Promise<Job[]> {
+  const result = await to.import(targetQueue, jobs);
+  progress.imported += result.imported;
+  progress.skipped += result.skipped.length;
+  const skipped = new Set(result.skipped);
+  const targets = await getMany(
+    to,
+    targetQueue,
+    jobs.map((job) => job.id),
+  );
+  const held: Job[] = [];
+  jobs.forEach((job, i) => {
+    const target = targets[i] ?? null;
+    if (target === null) report.missing.push(job.id);
+    else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
+    // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
+    else if (!skipped.has(job.id) && jobDigest(target) !== jobDigest(job)) report.altered.push(job.id);
+    else held.push(job);
+  });
+  return held;
+}
+
+/**
+ * Deletes from the source the jobs the target holds. One a worker took meanwhile is not deleted
+ * there; its copy is taken back out of the target, so it runs once (unless a target worker already
+ * has it too: reported as doubled).
+ */
+async function deleteMoved(
+  source: Backend & JobRemoval,
+  queue: string,
+  to: Backend,
+  targetQueue: string,
+  held: Job[],
+  progress: MigrationProgress,
+  report: PageReport,
+): Promise<void> {
+  const removed = new Set(
+    await source.remove(
+      queue,
+      held.map((job) => job.id),
+    ),
+  );
+  progress.removed += removed.size;
+  const kept = held.filter((job) => !removed.has(job.id)).map((job) => job.id);
+  if (kept.length === 0) return;
+  report.keptInSource.push(...kept);
+  const undone = new Set(hasJobRemoval(to) ? await to.remove(targetQueue, kept) : []);
+  report.doubled.push(...kept.filter((id) => !undone.has(id)));
 }

@@ -14,6 +14,7 @@ import {
   InvalidStateError,
   type Job,
   type JobCounts,
+  type JobRemoval,
   type Json,
   type ListOptions,
   NotFoundError,
@@ -271,6 +272,14 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
 
     get,
 
+    async remove(queue, ids) {
+      const redis = await ready();
+      const k = keysOf(queue);
+      if (ids.length === 0) return [];
+      const keys = [k.events, k.scheduled, k.completed, k.failed, k.priority, k.lifo, k.leases, k.blocked];
+      return ((await runScript(redis, "remove", keys, ids)) as unknown[]).map(String);
+    },
+
     async getMany(queue, ids) {
       const redis = await ready();
       return (await loadJobs(redis, queue, keysOf(queue), ids)).map((loaded) => loaded?.job ?? null);
@@ -321,5 +330,5 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     async import(queue, jobs: Job[]): Promise<ImportResult> {
       return importJobs(await ready(), keysOf(queue), jobs);
     },
-  } satisfies Backend & GlideMqQueues & { setProgress: NonNullable<Backend["setProgress"]> });
+  } satisfies Backend & GlideMqQueues & JobRemoval & { setProgress: NonNullable<Backend["setProgress"]> });
 }

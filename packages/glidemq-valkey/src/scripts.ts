@@ -28,7 +28,8 @@ export type ScriptName =
   | "clean"
   | "retry-failed"
   | "drain"
-  | "index-blocked";
+  | "index-blocked"
+  | "remove";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -76,6 +77,7 @@ const ALL: ScriptName[] = [
   "retry-failed",
   "drain",
   "index-blocked",
+  "remove",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

@@ -13,6 +13,7 @@ import {
   type ImportResult,
   type Job,
   type JobCounts,
+  type JobRemoval,
   type Json,
   type ListOptions,
   NotFoundError,
@@ -248,6 +249,24 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
       return doc ? toCoreJob(doc, queue) : null;
     },
 
+    async getMany(queue: string, ids: string[]) {
+      if (ids.length === 0) return [];
+      const docs = JSON.parse((await call("switchyard.get-many", queue, JSON.stringify(ids))) as string) as Array<
+        SwitchyardDocument | false
+      >;
+      return ids.map((_, i) => {
+        const doc = docs[i];
+        return doc ? toCoreJob(doc, queue) : null;
+      });
+    },
+
+    async remove(queue: string, ids: string[]) {
+      if (ids.length === 0) return [];
+      // cjson encodes an empty table as {}, never []: an empty answer is an object.
+      const removed = JSON.parse((await call("switchyard.remove", queue, JSON.stringify(ids))) as string) as string[] | object;
+      return Array.isArray(removed) ? removed : [];
+    },
+
     async list(queue: string, { state, limit = 100, cursor }: ListOptions): Promise<Page<Job>> {
       return page("switchyard.list", queue, limit, cursor, state);
     },
@@ -292,8 +311,8 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
         if (!record) throw new UnsupportedError(`qless-redis: qless deletes canceled jobs, so job ${job.id} cannot be imported`);
         return record;
       });
-      // Sent together (pipelined on the connection), each record written atomically by its own call.
-      const written = await Promise.all(records.map((record) => call("switchyard.import", queue, JSON.stringify(record))));
+      // One script call per page, writing the records in order (each was validated above).
+      const written = records.length === 0 ? [] : ((await call("switchyard.import-many", queue, JSON.stringify(records))) as number[]);
       const skipped = records.filter((_, i) => written[i] !== 1).map((record) => record.jid);
       return { imported: records.length - skipped.length, skipped };
     },
@@ -303,4 +322,4 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 }
 
 /** The core Backend plus qless's command API, which the gateway's qless door discovers. */
-export interface QlessBackend extends Backend, QlessCommands {}
+export interface QlessBackend extends Backend, QlessCommands, JobRemoval {}

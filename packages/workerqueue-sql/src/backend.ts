@@ -37,7 +37,7 @@ import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
-import { whereQueue, whereState } from "./where.js";
+import { whereNotActive, whereQueue, whereState } from "./where.js";
 
 export const WORKERQUEUE_CAPABILITIES: Capabilities = {
   delays: true,
@@ -212,6 +212,27 @@ class WorkerQueueBackend implements Backend, JobEditing {
       const row = rows.get(id);
       return row ? rowToJob(this.store, row) : null;
     });
+  }
+
+  /** Deletes the rows of these ids that no worker holds (JobRemoval); answers the ids deleted. */
+  async remove(queue: string, ids: string[]): Promise<string[]> {
+    await this.ready();
+    return withRetry("remove", () =>
+      this.store.knex.transaction(async (trx) => {
+        const rows = await findRows(this.store, trx, queue, ids);
+        const byRowId = new Map([...rows].map(([id, row]) => [Number(row.id), id]));
+        if (byRowId.size === 0) return [];
+        const query = trx(this.store.table).whereIn("id", [...byRowId.keys()]);
+        // The state test is in the DELETE itself: a row a worker took since it was read stays.
+        whereNotActive(this.store, query);
+        await query.delete();
+        const left = await trx(this.store.table)
+          .whereIn("id", [...byRowId.keys()])
+          .select("id");
+        const kept = new Set(left.map((row: { id: number | string }) => Number(row.id)));
+        return [...byRowId].filter(([rowId]) => !kept.has(rowId)).map(([, id]) => id);
+      }),
+    );
   }
 
   async list(queue: string, options: ListOptions): Promise<Page<Job>> {

@@ -116,6 +116,8 @@ export async function insertRow(store: Store, db: Db, row: Record<string, unknow
 
 /** Bound parameters per statement stay under every dialect's limit (SQLite's is 32,766). */
 const MAX_BINDINGS = 30_000;
+/** knex writes SQLite's multi-row insert as one compound SELECT, which SQLite caps at 500 terms. */
+const MAX_SQLITE_ROWS_PER_INSERT = 500;
 
 /**
  * The rows of a chunk whose multi-row insert met a unique index: a concurrent import of the same
@@ -166,7 +168,9 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
         return !held.has(job.id);
       });
       const rows = fresh.map((job) => importRow(store, queue, job, now));
-      const perInsert = Math.max(1, Math.floor(MAX_BINDINGS / Math.max(1, ...rows.map((row) => Object.keys(row).length))));
+      const columns = Math.max(1, ...rows.map((row) => Object.keys(row).length));
+      const byBindings = Math.floor(MAX_BINDINGS / columns);
+      const perInsert = Math.max(1, store.dialect === "sqlite" ? Math.min(MAX_SQLITE_ROWS_PER_INSERT, byBindings) : byBindings);
       for (let start = 0; start < fresh.length; start += perInsert) {
         const chunk = fresh.slice(start, start + perInsert);
         try {

@@ -47,6 +47,20 @@ export function whereLeaseExpired(query: Builder, now: number): Builder {
 }
 
 /** Rows in a core state; the inverse of `stateOf` in row.ts. */
+/** Rows no worker holds: not loading or processing, and (on rjqueue's table) not locked by rjqueue. */
+export function whereNotActive(store: Store, query: Builder): Builder {
+  query.where((q) => q.whereNull("status").orWhereNotIn("status", ACTIVE_STATUSES));
+  if (!store.layout.rjqueueLocked) return query;
+  // Not whereNot(whereHeldByRjqueue): a NULL `locked` would make that NULL, and keep the row.
+  return query.where((q) =>
+    q
+      .whereNot("status", STATUS.pending)
+      .orWhere(RJQUEUE_LOCKED, false)
+      .orWhereNull(RJQUEUE_LOCKED)
+      .orWhereIn("locked_queue_id", DELAYED_LOCKS),
+  );
+}
+
 export function whereState(store: Store, query: Builder, state: JobState, now: number): Builder {
   switch (state) {
     case "waiting":

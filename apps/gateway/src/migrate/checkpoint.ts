@@ -8,6 +8,8 @@ export interface QueueCheckpoint {
   read: number;
   imported: number;
   skipped: number;
+  /** Moving: jobs deleted from the source. */
+  removed: number;
 }
 
 /** A migration's progress on disk, so one killed at any point resumes where it stood. */

@@ -44,6 +44,7 @@ export interface MigrateCommandOptions {
   resume?: boolean;
   checkpoint?: string;
   verify?: boolean;
+  mode?: string;
 }
 
 /** A migration that could not start, finish or verify; the message says what to do next. */
@@ -63,6 +64,7 @@ export interface QueueReport extends MigrationReport {
 export interface MigrateCommandReport {
   from: string;
   to: string;
+  mode: "copy" | "move";
   queues: QueueReport[];
 }
 
@@ -74,6 +76,11 @@ function parseBatchSize(value: string | undefined): number {
   if (!/^\d+$/.test(value) || size < 1 || size > 100_000)
     throw new MigrateError(`--batch-size must be a number from 1 to 100000, got "${value}"`);
   return size;
+}
+
+function parseMode(value: string | undefined): "copy" | "move" {
+  if (value === undefined || value === "copy" || value === "move") return value ?? "copy";
+  throw new MigrateError(`--mode is copy or move, got "${value}"`);
 }
 
 function parseStates(value: string | undefined): JobState[] | undefined {
@@ -160,6 +167,7 @@ export async function runMigrateCommand(
 ): Promise<MigrateCommandReport | undefined> {
   const batchSize = parseBatchSize(values.batchSize);
   const states = parseStates(values.states);
+  const mode = parseMode(values.mode);
   const endpoints = await resolveEndpoints(values, io, adapters);
   const { from, to } = { from: endpoints.from.name, to: endpoints.to.name };
   if (values.targetQueue !== undefined && (values.queue === undefined || isPattern(values.queue)))
@@ -186,16 +194,17 @@ export async function runMigrateCommand(
           queue,
           Object.values(await source.counts(queue)).reduce((sum, n) => sum + n, 0),
         );
-        const report = saved?.done ? { ...saved, cursor: null, missing: [], clashes: [], excluded: 0, byState: {} } : await migrateOne();
+        const report = saved?.done ? { ...finishedBefore(saved), cursor: null } : await migrateOne();
         reports.push({ queue, targetQueue, ...report });
 
         async function migrateOne(): Promise<MigrationReport> {
-          const before: QueueCheckpoint = saved ?? { cursor: null, done: false, read: 0, imported: 0, skipped: 0 };
+          const before: QueueCheckpoint = saved ?? { cursor: null, done: false, read: 0, imported: 0, skipped: 0, removed: 0 };
           const sum = (progress: MigrationProgress): MigrationProgress => ({
             ...progress,
             read: before.read + progress.read,
             imported: before.imported + progress.imported,
             skipped: before.skipped + progress.skipped,
+            removed: before.removed + progress.removed,
           });
           try {
             const report = await migrateQueue({
@@ -204,11 +213,13 @@ export async function runMigrateCommand(
               queue,
               targetQueue,
               batchSize,
+              mode,
               ...(states ? { states } : {}),
               ...(before.cursor !== null ? { cursor: before.cursor } : {}),
               onProgress: (progress) => {
                 const total = sum(progress);
-                checkpoint.queues[queue] = { ...total, done: progress.cursor === null, cursor: progress.cursor };
+                const { read, imported, skipped, removed, cursor } = total;
+                checkpoint.queues[queue] = { read, imported, skipped, removed, cursor, done: cursor === null };
                 writeCheckpoint(checkpointPath, checkpoint);
                 view.page(queue, total);
               },
@@ -223,7 +234,8 @@ export async function runMigrateCommand(
           }
         }
       }
-      if (values.verify !== false) {
+      // Moving empties the source: each page was compared job by job instead (`altered`).
+      if (values.verify !== false && mode === "copy") {
         for (const report of reports) {
           report.verification = await verifyQueue(source, target, {
             queue: report.queue,
@@ -235,11 +247,17 @@ export async function runMigrateCommand(
     } finally {
       view.stop();
     }
-    const result: MigrateCommandReport = { from, to, queues: reports };
+    const result: MigrateCommandReport = { from, to, mode, queues: reports };
     io.out(`${JSON.stringify(result, null, 2)}\n`);
     failOnDifferences(result);
     return result;
   });
+}
+
+/** The report of a queue the checkpoint says was done before (a resumed run skips it). */
+function finishedBefore(saved: QueueCheckpoint): MigrationReport {
+  const none = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
+  return { ...saved, ...none, excluded: 0, leftActive: 0, byState: {}, cursor: null };
 }
 
 /** A fresh checkpoint, or with --resume the one on disk, which must be of the same two backends. */
@@ -262,6 +280,12 @@ function failOnDifferences(result: MigrateCommandReport): void {
     if (queue.clashes.length > 0)
       throw new MigrateError(
         `${where}: ${queue.clashes.length} job(s) of ${result.from} were not copied: ${result.to} already holds other jobs with their ids in queue "${queue.targetQueue}": ${listIds(queue.clashes)}; migrate into an empty --target-queue`,
+      );
+    if (queue.altered.length > 0)
+      throw new MigrateError(`${where}: ${queue.altered.length} job(s) arrived in ${result.to} changed: ${listIds(queue.altered)}`);
+    if (queue.doubled.length > 0)
+      throw new MigrateError(
+        `${where}: ${queue.doubled.length} job(s) were taken by workers of both ${result.from} and ${result.to} while moving: ${listIds(queue.doubled)}`,
       );
     if (queue.verification && !queue.verification.equal)
       throw new MigrateError(

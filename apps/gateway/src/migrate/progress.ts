@@ -12,7 +12,7 @@ export interface ProgressView {
 
 const ratePerSecond = (read: number, since: number) => Math.round(read / Math.max(0.001, (Date.now() - since) / 1000));
 
-/** One JSON object per page on stderr, `{queue, read, imported, skipped, excluded, total, rate, byState}`, for a script to follow. */
+/** One JSON object per page on stderr, `{queue, read, imported, skipped, excluded, removed, leftActive, total, rate, byState}`, for a script to follow. */
 function jsonLines(io: CliIo): ProgressView {
   const started = new Map<string, { at: number; total: number }>();
   return {
@@ -21,8 +21,9 @@ function jsonLines(io: CliIo): ProgressView {
     },
     page(queue, progress) {
       const { at = Date.now(), total = 0 } = started.get(queue) ?? {};
-      const { read, imported, skipped, excluded, byState } = progress;
-      io.err(`${JSON.stringify({ queue, read, imported, skipped, excluded, total, rate: ratePerSecond(read, at), byState })}\n`);
+      const { read, imported, skipped, excluded, removed, leftActive, byState } = progress;
+      const line = { queue, read, imported, skipped, excluded, removed, leftActive, total, rate: ratePerSecond(read, at), byState };
+      io.err(`${JSON.stringify(line)}\n`);
     },
     stop() {},
   };

@@ -1,12 +1,12 @@
-import { type Job, queueChecksum } from "@switchyard/core";
+import { type Job, getMany, queueChecksum } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { type ConformanceOptions, reserveOne, titled, useBackend } from "../context.js";
 
-async function exportAll(ctx: ReturnType<typeof useBackend>, queue: string): Promise<Job[]> {
+async function exportAll(ctx: ReturnType<typeof useBackend>, queue: string, limit = 2): Promise<Job[]> {
   const jobs: Job[] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 100; page++) {
-    const result = await ctx.backend.export(queue, cursor === undefined ? { limit: 2 } : { limit: 2, cursor });
+    const result = await ctx.backend.export(queue, cursor === undefined ? { limit } : { limit, cursor });
     jobs.push(...result.items);
     if (result.cursor === null) return jobs;
     cursor = result.cursor;
@@ -80,6 +80,22 @@ export function exportImportSuite(options: ConformanceOptions): void {
       await ctx.backend.import(target, await exportAll(ctx, source));
       expect(await queueChecksum(ctx.backend, target)).toEqual(before);
       expect([before.waiting.jobs, before.failed.jobs]).toEqual([24, 1]);
+    });
+
+    it("import() of a page larger than any one statement takes (1,200 jobs) writes every job, read back in one getMany", async () => {
+      const source = ctx.queue();
+      const target = ctx.queue();
+      const jobs = Array.from({ length: 1_200 }, (_, i) => ({ name: `bulk-${i}`, data: { i } }));
+      for (let i = 0; i < jobs.length; i += 400) await ctx.backend.enqueueBulk(source, jobs.slice(i, i + 400));
+      const exported = await exportAll(ctx, source, 1_000);
+      expect(await ctx.backend.import(target, exported)).toEqual({ imported: 1_200, skipped: [] });
+      const held = await getMany(
+        ctx.backend,
+        target,
+        exported.map((job) => job.id),
+      );
+      expect(held.map((job) => job?.name)).toEqual(exported.map((job) => job.name));
+      expect(await ctx.probe.countJobs(target)).toBe(1_200);
     });
 
     it("getMany, where a backend has it, answers each id's job in order and null for an unknown id, as get() does", async (test) => {

@@ -83,6 +83,15 @@ API['switchyard.get'] = function(now, queue, jid)
   return cjson.encode(sy_document(jid))
 end
 
+-- The documents of several jids of the queue, in order; `false` for one the queue does not have.
+API['switchyard.get-many'] = function(now, queue, jids_json)
+  local docs = {}
+  for i, jid in ipairs(cjson.decode(jids_json)) do
+    docs[i] = in_queue(jid, queue) and sy_document(jid) or false
+  end
+  return cjson.encode(docs)
+end
+
 API['switchyard.list'] = function(now, queue, state, offset, count)
   return cjson.encode(page_of(jids_in_state(queue, state), tonumber(offset), tonumber(count)))
 end

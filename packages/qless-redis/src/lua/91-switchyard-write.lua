@@ -201,8 +201,7 @@ end
 -- Its unique key is registered as enqueue registers it (whatever the job's state, since enqueue's
 -- key outlives the job's run), unless an existing job of the queue already holds the key: that
 -- job keeps it, as enqueue would have answered with it.
-API['switchyard.import'] = function(now, queue, record_json)
-  local r = cjson.decode(record_json)
+local function import_record(now, queue, r)
   if job_exists(r.jid) then
     if in_queue(r.jid, queue) then
       return 0
@@ -261,4 +260,30 @@ API['switchyard.import'] = function(now, queue, record_json)
   end
   register_queue(queue, now)
   return 1
+end
+
+API['switchyard.import'] = function(now, queue, record_json)
+  return import_record(now, queue, cjson.decode(record_json))
+end
+
+-- A page of records in one call, in order; returns 1 (written) or 0 (the queue had the jid) for each.
+API['switchyard.import-many'] = function(now, queue, records_json)
+  local written = {}
+  for i, r in ipairs(cjson.decode(records_json)) do
+    written[i] = import_record(now, queue, r)
+  end
+  return written
+end
+
+-- Deletes jobs of the queue outright (a migration's move mode), unless a worker holds them.
+-- Returns the jids removed, as JSON.
+API['switchyard.remove'] = function(now, queue, jids_json)
+  local removed = {}
+  for _, jid in ipairs(cjson.decode(jids_json)) do
+    if in_queue(jid, queue) and redis.call('hget', job_key(jid), 'state') ~= 'running' then
+      detach_job(jid)
+      removed[#removed + 1] = jid
+    end
+  end
+  return cjson.encode(removed)
 end
