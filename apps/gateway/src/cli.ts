@@ -8,6 +8,7 @@ import { redactUrl } from "./backends.js";
 import { BRIDGE_NOTES, type RunningBridge, runBridgeCommand } from "./bridge/bridge-command.js";
 import type { CliIo } from "./cli-io.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { BRIDGE_NOTES as CUTOVER_NOTES, runCutover } from "./migrate/bridge.js";
 import { MIGRATE_NOTES, MigrateError, runMigrateCommand, runVerifyCommand } from "./migrate/command.js";
 import { LOG_LEVELS, type LogLevel, createLogger } from "./request-log.js";
 import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
@@ -121,6 +122,18 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
       done(undefined);
     });
   cli
+    .command("bridge")
+    .description("the live cutover: keep moving every job that reaches the source to the target until stopped")
+    .option("-c, --config <path>", "YAML or JSON configuration naming the backends (env SWITCHYARD_CONFIG)")
+    .option("--from <backend>", "the backend producers still write to: a name under `backends:` or a URL")
+    .option("--to <backend>", "the backend the workers now consume from: a name or a URL")
+    .option("--queue <q>", "one queue, or a pattern (default: every queue of the source, looked up on every pass)")
+    .option("--interval <ms>", "how long to wait after a pass that found nothing (default 1000)")
+    .option("--batch-size <n>", "jobs per page (default 1000)")
+    .option("--id-prefix <p>", "put before each moved job's id in the target, so ids the target gives out meanwhile cannot clash")
+    .addHelpText("after", CUTOVER_NOTES)
+    .action(async (options) => done(await runCutover(options, io, adapters)));
+  cli
     .command("bridge-legacy")
     .description("hand the pending rows of a legacy Worker Queue jobs table to another backend, and write each outcome back to its row")
     .option("-c, --config <path>", "YAML or JSON configuration naming both backends (env SWITCHYARD_CONFIG)")
@@ -189,7 +202,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   let server: Running | undefined;
   // stdout of `migrate` and `bridge-legacy` carries only their JSON; drivers log through console
   // (knex warns on failed connections), so their lines go to stderr with the progress.
-  if (argv[0] === "migrate" || argv[0] === "bridge-legacy") console.log = console.info = console.warn = console.error;
+  if (["migrate", "verify", "bridge", "bridge-legacy"].includes(argv[0] ?? "")) console.log = console.info = console.warn = console.error;
   try {
     server = await runCli(argv);
   } catch (error) {

@@ -40,6 +40,13 @@ export interface MigrateOptions {
    */
   mode?: "copy" | "move";
   onProgress?: (progress: MigrationProgress) => void;
+  /** Stops before the next page once aborted; the report's cursor says where to go on. */
+  signal?: AbortSignal;
+  /**
+   * Put before every id (and dependency) in the target, for a target that numbers its own jobs while
+   * the migration runs (a live cutover whose producers already write there): ids cannot clash then.
+   */
+  idPrefix?: string;
 }
 
 export interface MigrationReport extends MigrationProgress {
@@ -103,6 +110,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const wanted = options.states ? new Set(options.states) : null;
   const report: PageReport = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
   for (;;) {
+    if (options.signal?.aborted) return { ...progress, ...report };
     const page = await from.export(queue, progress.cursor === null ? { limit } : { limit, cursor: progress.cursor });
     progress.read += page.items.length;
     for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
@@ -115,8 +123,8 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
       jobs = idle;
     }
     if (jobs.length > 0) {
-      const held = await copyPage(to, targetQueue, jobs, progress, report);
-      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report);
+      const held = await copyPage(to, targetQueue, jobs, progress, report, options.idPrefix ?? "");
+      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, options.idPrefix ?? "");
     }
     progress.cursor = page.cursor;
     options.onProgress?.({ ...progress, byState: { ...progress.byState } });
@@ -131,8 +139,20 @@ function removable(backend: Backend): Backend & JobRemoval {
   throw new UnsupportedError(`moving jobs needs a source that can delete them; ${backend.kind} cannot`);
 }
 
-/** Imports a page and reads it back from the target; answers the jobs the target now holds as they were read. */
-async function copyPage(to: Backend, targetQueue: string, jobs: Job[], progress: MigrationProgress, report: PageReport): Promise<Job[]> {
+/** The job as the target gets it: its id and dependencies under the prefix. */
+const renamed = (job: Job, prefix: string): Job =>
+  prefix === "" ? job : { ...job, id: prefix + job.id, dependsOn: job.dependsOn.map((id) => prefix + id) };
+
+/** Imports a page and reads it back from the target; answers the (source) jobs the target now holds as they were read. */
+async function copyPage(
+  to: Backend,
+  targetQueue: string,
+  sourceJobs: Job[],
+  progress: MigrationProgress,
+  report: PageReport,
+  prefix: string,
+): Promise<Job[]> {
+  const jobs = sourceJobs.map((job) => renamed(job, prefix));
   const result = await to.import(targetQueue, jobs);
   progress.imported += result.imported;
   progress.skipped += result.skipped.length;
@@ -149,7 +169,7 @@ async function copyPage(to: Backend, targetQueue: string, jobs: Job[], progress:
     else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
     // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
     else if (!skipped.has(job.id) && jobDigest(target) !== jobDigest(job)) report.altered.push(job.id);
-    else held.push(job);
+    else held.push(sourceJobs[i] as Job);
   });
   return held;
 }
@@ -167,6 +187,7 @@ async function deleteMoved(
   held: Job[],
   progress: MigrationProgress,
   report: PageReport,
+  prefix: string,
 ): Promise<void> {
   const removed = new Set(
     await source.remove(
@@ -178,6 +199,7 @@ async function deleteMoved(
   const kept = held.filter((job) => !removed.has(job.id)).map((job) => job.id);
   if (kept.length === 0) return;
   report.keptInSource.push(...kept);
-  const undone = new Set(hasJobRemoval(to) ? await to.remove(targetQueue, kept) : []);
-  report.doubled.push(...kept.filter((id) => !undone.has(id)));
+  const copies = kept.map((id) => prefix + id);
+  const undone = new Set(hasJobRemoval(to) ? await to.remove(targetQueue, copies) : []);
+  report.doubled.push(...copies.filter((id) => !undone.has(id)));
 }

@@ -70,7 +70,7 @@ export interface MigrateCommandReport {
 
 const DEFAULT_CHECKPOINT = "switchyard-migrate.checkpoint.json";
 
-function parseBatchSize(value: string | undefined): number {
+export function parseBatchSize(value: string | undefined): number {
   if (value === undefined) return 1000;
   const size = Number(value);
   if (!/^\d+$/.test(value) || size < 1 || size > 100_000)
@@ -100,7 +100,7 @@ function listIds(ids: string[]): string {
 const isPattern = (queue: string) => queue.includes("*");
 
 /** The queues to move: the one named, or the source's queues the pattern (all by default) matches. */
-async function queuesToMove(source: Backend, queue: string | undefined): Promise<string[]> {
+export async function queuesToMove(source: Backend, queue: string | undefined): Promise<string[]> {
   if (queue !== undefined && !isPattern(queue)) return [queue];
   const pattern = compilePattern(queue ?? "*");
   return (await source.queues()).filter((name) => pattern.test(name));
@@ -111,9 +111,13 @@ interface Endpoints {
   to: { name: string; spec: BackendSpec };
 }
 
-async function resolveEndpoints(values: MigrateCommandOptions, io: CliIo, adapters: readonly AdapterDescriptor[]) {
+export async function resolveEndpoints(
+  values: Pick<MigrateCommandOptions, "from" | "to" | "config">,
+  io: CliIo,
+  adapters: readonly AdapterDescriptor[],
+) {
   const { from, to } = values;
-  if (!from || !to) throw new MigrateError("--from and --to are required; try switchyard migrate --help");
+  if (!from || !to) throw new MigrateError("--from and --to are required; try --help");
   const config: Config = await loadConfig(values.config ?? io.env.SWITCHYARD_CONFIG, adapters);
   try {
     return { from: resolveEndpoint(from, config, adapters, "--from"), to: resolveEndpoint(to, config, adapters, "--to") } as Endpoints;
