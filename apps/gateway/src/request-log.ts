@@ -30,11 +30,16 @@ export function createLogger(level: LogLevel, destination: NodeJS.WritableStream
 /** A caller's X-Request-Id is kept when it is a plain token; anything else gets a fresh one. */
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
-/** The door a path belongs to, for the log line (the Cloudq door may also own `/:queue`). */
+/**
+ * The door a path belongs to, for the log line. At the root the Cloudq door may own `/:queue` and
+ * `/:queue/:id`, and the glide-mq door `/queues/...`, `/flows/...`: a deeper path is glide-mq's.
+ */
 export function doorOf(path: string): string {
-  const first = path.split("/")[1] ?? "";
+  const segments = path.split("/");
+  const first = segments[1] ?? "";
   if (first === "v1") return "native";
-  if (["qless", "workerqueue", "cloudq"].includes(first)) return first;
+  if (["qless", "workerqueue", "cloudq", "glidemq"].includes(first)) return first;
+  if (["queues", "flows", "usage", "broadcast"].includes(first) && segments.length > 3) return "glidemq";
   if (["health", "metrics", "docs", "openapi.json"].includes(first)) return first;
   return "cloudq";
 }

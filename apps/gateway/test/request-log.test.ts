@@ -42,7 +42,8 @@ describe("request log", () => {
       const requestId = res.headers.get("x-request-id");
       expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
       await send(gateway, "GET", "/cloudq/emails");
-      const [enqueue, reserve] = lines();
+      await send(gateway, "GET", "/glidemq/queues/emails/counts");
+      const [enqueue, reserve, counts] = lines();
       expect(enqueue).toMatchObject({
         msg: "request",
         level: 30,
@@ -55,6 +56,7 @@ describe("request log", () => {
         durationMs: expect.any(Number),
       });
       expect(reserve).toMatchObject({ door: "cloudq", method: "GET", queue: "emails", status: 200 });
+      expect(counts).toMatchObject({ door: "glidemq", route: "/glidemq/queues/:queue/counts", queue: "emails", status: 200 });
     } finally {
       await gateway.close();
     }
