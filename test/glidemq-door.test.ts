@@ -394,3 +394,25 @@ for (const { name, redisDb } of OTHER_STORES) {
     });
   });
 }
+
+describe("glide-mq door at the root (doors.glidemq.mountAtRoot)", () => {
+  const store = openStore("sqlite");
+  let gateway: Gateway;
+  const call = caller(() => gateway);
+  beforeAll(async () => {
+    gateway = await createGateway({ config: { backends: { main: store.spec }, doors: { glidemq: { mountAtRoot: true } } }, env: {} });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await store.dispose();
+  });
+
+  it("answers glide-mq's paths without a prefix, where glide-mq's HTTP producers expect them; /health stays the gateway's", async () => {
+    const queue = store.track(`gr${randomUUID().slice(0, 8)}`);
+    const added = await call("POST", `/queues/${queue}/jobs`, { name: "root", data: 1 });
+    expect(added).toMatchObject({ status: 201, json: { id: expect.any(String), name: "root" } });
+    expect((await call("GET", `/queues/${queue}/jobs/${added.json.id}`)).json).toMatchObject({ name: "root", data: 1, state: "waiting" });
+    expect((await call("GET", `/glidemq/queues/${queue}/counts`)).json).toMatchObject({ waiting: 1 });
+    expect((await call("GET", "/health")).json).toMatchObject({ status: "ok", backends: expect.any(Object) });
+  });
+});

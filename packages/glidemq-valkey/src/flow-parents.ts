@@ -1,5 +1,5 @@
 import type { QueueKeys } from "./keys.js";
-import { escapeGlob, nodeOfKey } from "./listing.js";
+import { keysStartingWith } from "./listing.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
 /** A SCAN for new flow parents runs at most this often per queue and process: it walks the keyspace. */
@@ -9,15 +9,7 @@ const lastDiscovery = new Map<string, number>();
 /** Ids of the jobs that have a `deps:<id>` set, i.e. that are (or were) a flow's parent. */
 async function parentIds(client: RedisClient, keys: QueueKeys): Promise<string[]> {
   const depsPrefix = keys.deps("");
-  const node = await nodeOfKey(client, depsPrefix);
-  const ids: string[] = [];
-  let cursor = "0";
-  do {
-    const [next, found] = await node.scan(cursor, "MATCH", `${escapeGlob(depsPrefix)}*`, "COUNT", 1000);
-    cursor = next;
-    for (const key of found) ids.push(key.slice(depsPrefix.length));
-  } while (cursor !== "0");
-  return ids;
+  return (await keysStartingWith(client, depsPrefix)).map((key) => key.slice(depsPrefix.length));
 }
 
 /**

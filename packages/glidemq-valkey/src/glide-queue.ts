@@ -10,7 +10,7 @@ import {
   ValidationError,
 } from "@switchyard/core";
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
-import { escapeGlob, loadJobs, nodeOfKey, pageJobs } from "./listing.js";
+import { keysStartingWith, loadJobs, pageJobs } from "./listing.js";
 import { jobCounts } from "./queue-admin.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
@@ -195,14 +195,7 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
     async workers(queue): Promise<GlideMqWorker[]> {
       const redis = await ready();
       const registry = keysOf(queue).worker("");
-      const node = await nodeOfKey(redis, registry);
-      const keys: string[] = [];
-      let cursor = "0";
-      do {
-        const [next, found] = await node.scan(cursor, "MATCH", `${escapeGlob(registry)}*`, "COUNT", 1000);
-        cursor = next;
-        keys.push(...found);
-      } while (cursor !== "0");
+      const keys = await keysStartingWith(redis, registry);
       const values = keys.length === 0 ? [] : await redis.mget(...keys);
       const now = Date.now();
       const workers: GlideMqWorker[] = [];

@@ -131,16 +131,29 @@ const isScanPosition = (v: unknown): v is ScanPosition =>
 /** SCAN fewer keys than this per round trip and a queue in a large database takes too many of them. */
 const MIN_SCAN_COUNT = 200;
 
-export const escapeGlob = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&");
+const escapeGlob = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&");
 
 /** The node that holds a key: the client itself, or on a cluster the primary owning the key's slot. */
-export async function nodeOfKey(client: RedisClient, key: string): Promise<Redis> {
+async function nodeOfKey(client: RedisClient, key: string): Promise<Redis> {
   if (!isCluster(client)) return client as Redis;
   const slot = Number(await client.cluster("KEYSLOT", key));
   const owner = client.slots[slot]?.[0];
   const node = client.nodes("master").find((n) => `${n.options.host}:${n.options.port}` === owner);
   if (!node) throw new BackendUnavailableError(`glidemq-valkey: no primary known for slot ${slot} of ${key}`);
   return node;
+}
+
+/** Every key that starts with `prefix` (one queue's hash tag: on a cluster, on the primary owning its slot). */
+export async function keysStartingWith(client: RedisClient, prefix: string): Promise<string[]> {
+  const node = await nodeOfKey(client, prefix);
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, found] = await node.scan(cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", 1000);
+    cursor = next;
+    keys.push(...found);
+  } while (cursor !== "0");
+  return keys;
 }
 
 /**
