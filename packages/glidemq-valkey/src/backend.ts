@@ -28,6 +28,7 @@ import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { indexBlocked } from "./flow-parents.js";
+import type { AddedSnapshot } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
@@ -128,12 +129,18 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       ...(options.useGlideFunctions ? { useGlideFunctions: true } : {}),
     });
     const outcomes = await producer.addMany(jobs);
-    const loaded = await loadJobs(
-      redis,
-      queue,
-      keys,
-      outcomes.map((o) => o.id),
-    );
+    // Our add script answers each job as it left it; glide-mq's own functions answer ids only.
+    const loaded = outcomes.every((outcome) => outcome.snapshot)
+      ? outcomes.map((outcome) => {
+          const { fields, score, deps } = outcome.snapshot as AddedSnapshot;
+          return fields.length === 0 ? null : { job: toJob(queue, flatToRecord(fields), score, deps) };
+        })
+      : await loadJobs(
+          redis,
+          queue,
+          keys,
+          outcomes.map((o) => o.id),
+        );
     return outcomes.map((outcome, i) => {
       const job = loaded[i]?.job;
       if (!job) throw new NotFoundError(`glidemq-valkey: job ${outcome.id} vanished right after enqueue`, { queue, id: outcome.id });

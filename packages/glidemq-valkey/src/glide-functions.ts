@@ -3,7 +3,14 @@ import type { QueueKeys } from "./keys.js";
 import type { RedisClient } from "./scripts.js";
 
 /** What one add came to: created, or skipped (deduplicated) or a duplicate of an existing id. */
-export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string };
+/** The job as an add left it: its flat hash, `scheduled` score and deps members (read in the same call). */
+export interface AddedSnapshot {
+  fields: string[];
+  score: string | null;
+  deps: string[];
+}
+
+export type AddOutcome = { status: "created" | "skipped" | "duplicate"; id: string; snapshot?: AddedSnapshot };
 
 /** The glide-mq function library version whose argument layouts this file follows (glide-mq 0.15.4). */
 export const GLIDE_LIBRARY_VERSION = "93";

@@ -134,12 +134,17 @@ export class GlideProducer {
         "add",
         [k.id, k.stream, k.scheduled, k.events, k.lifo, k.priority, k.dedup],
         args,
-      )) as Array<[AddOutcome["status"], string]>;
+      )) as Array<[AddOutcome["status"], string, string[]?, (string | null)?, string[]?]>;
       const [first] = reply;
       if (first && String(first[0]) === "missing") {
         throw new ValidationError(`glidemq-valkey: job ${String(first[1])} (a dependency) does not exist in queue ${this.queue}`);
       }
-      for (const [status, id] of reply) outcomes.push({ status, id: String(id) });
+      for (const [status, id, fields, score, deps] of reply) {
+        const snapshot = fields
+          ? { fields: fields.map(String), score: score == null ? null : String(score), deps: (deps ?? []).map(String) }
+          : undefined;
+        outcomes.push({ status, id: String(id), ...(snapshot ? { snapshot } : {}) });
+      }
     }
     return outcomes;
   }

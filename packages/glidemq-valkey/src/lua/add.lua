@@ -4,8 +4,10 @@
 -- ARGV: 16 per job: name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, lifo,
 --       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce),
 --       dependsOnJson ('' = none: a JSON array of job ids of this queue)
--- Returns per job {'created', id} | {'skipped', existingId} | {'duplicate', id}, or {{'missing', depId}}
--- (and writes nothing) when a dependency neither exists nor is an earlier job of the batch.
+-- Returns per job {'created', id, …} | {'skipped', existingId, …} | {'duplicate', id, …}, each followed by
+-- the job as it now is (its flat hash, its `scheduled` score or false, its deps members), so the caller
+-- needs no second round trip to read it back; or {{'missing', depId}} (and writes nothing) when a
+-- dependency neither exists nor is an earlier job of the batch.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local dedupKey = KEYS[7]
 
@@ -49,6 +51,11 @@ for offset = 0, #ARGV - 1, PER_JOB do
   if ARGV[offset + 9] ~= '' then earlierIds[ARGV[offset + 9]] = true end
 end
 
+local function snapshot(status, jobId)
+  return {status, jobId, redis.call('HGETALL', prefix .. 'job:' .. jobId), redis.call('ZSCORE', KEYS[3], jobId),
+    redis.call('SMEMBERS', prefix .. 'deps:' .. jobId)}
+end
+
 local results = {}
 for offset = 0, #ARGV - 1, PER_JOB do
   local a = {}
@@ -56,14 +63,14 @@ for offset = 0, #ARGV - 1, PER_JOB do
   local blocker = nil
   if a[13] ~= '' then blocker = dedupBlocks(a) end
   if blocker then
-    results[#results + 1] = {'skipped', blocker}
+    results[#results + 1] = snapshot('skipped', blocker)
   else
     local jobId, duplicate = createJob(prefix, KEYS[1], a)
     if not jobId then
-      results[#results + 1] = {'duplicate', duplicate}
+      results[#results + 1] = snapshot('duplicate', duplicate)
     else
       if a[13] ~= '' then redis.call('HSET', dedupKey, a[13], jobId .. ':' .. a[4]) end
-      results[#results + 1] = {'created', jobId}
+      results[#results + 1] = snapshot('created', jobId)
     end
   end
 end
