@@ -32,6 +32,17 @@ export function jobDigest(job: Job): bigint {
   return createHash("sha256").update(JSON.stringify(fields)).digest().readBigUInt64BE(0);
 }
 
+/**
+ * 64 bits of SHA-256 over what a job was given (id, name, data, priority), without what a worker
+ * changes (state, attempts, due time): for a job a target's worker took the moment it arrived.
+ */
+export function contentDigest(job: Job): bigint {
+  return createHash("sha256")
+    .update(JSON.stringify([job.id, job.name, canonical(job.data), job.priority]))
+    .digest()
+    .readBigUInt64BE(0);
+}
+
 export interface StateChecksum {
   jobs: number;
   /** The sum of the jobs' digests mod 2^64, in hex. */

@@ -1,5 +1,5 @@
 import type { Backend } from "./backend.js";
-import { jobDigest } from "./checksum.js";
+import { contentDigest, jobDigest, migratedState } from "./checksum.js";
 import { UnsupportedError } from "./errors.js";
 import { type JobRemoval, hasJobRemoval } from "./extensions.js";
 import type { Job, JobState } from "./job.js";
@@ -139,6 +139,15 @@ function removable(backend: Backend): Backend & JobRemoval {
   throw new UnsupportedError(`moving jobs needs a source that can delete them; ${backend.kind} cannot`);
 }
 
+/**
+ * Whether the target holds the job as it was read: all a migration keeps, or, when a worker of the
+ * target already took it on (a live cutover), all it was given.
+ */
+function arrivedAsRead(read: Job, held: Job): boolean {
+  if (jobDigest(held) === jobDigest(read)) return true;
+  return held.state !== migratedState(read) && contentDigest(held) === contentDigest(read);
+}
+
 /** The job as the target gets it: its id and dependencies under the prefix. */
 const renamed = (job: Job, prefix: string): Job =>
   prefix === "" ? job : { ...job, id: prefix + job.id, dependsOn: job.dependsOn.map((id) => prefix + id) };
@@ -168,7 +177,7 @@ async function copyPage(
     if (target === null) report.missing.push(job.id);
     else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
     // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
-    else if (!skipped.has(job.id) && jobDigest(target) !== jobDigest(job)) report.altered.push(job.id);
+    else if (!skipped.has(job.id) && !arrivedAsRead(job, target)) report.altered.push(job.id);
     else held.push(sourceJobs[i] as Job);
   });
   return held;
