@@ -17,7 +17,7 @@ import { compilePattern } from "../router.js";
 import { type Checkpoint, type QueueCheckpoint, readCheckpoint, writeCheckpoint } from "./checkpoint.js";
 import { EndpointError, resolveEndpoint } from "./endpoints.js";
 import { whatTheTargetCannotHold } from "./limits.js";
-import { progressView } from "./progress.js";
+import { type ProgressView, progressView } from "./progress.js";
 
 /** What `switchyard migrate` prints after its options in --help. */
 export const MIGRATE_NOTES = `
@@ -198,47 +198,14 @@ export async function runMigrateCommand(
           queue,
           Object.values(await source.counts(queue)).reduce((sum, n) => sum + n, 0),
         );
-        const report = saved?.done ? { ...finishedBefore(saved), cursor: null } : await migrateOne();
-        reports.push({ queue, targetQueue, ...report });
-
-        async function migrateOne(): Promise<MigrationReport> {
-          const before: QueueCheckpoint = saved ?? { cursor: null, done: false, read: 0, imported: 0, skipped: 0, removed: 0 };
-          const sum = (progress: MigrationProgress): MigrationProgress => ({
-            ...progress,
-            read: before.read + progress.read,
-            imported: before.imported + progress.imported,
-            skipped: before.skipped + progress.skipped,
-            removed: before.removed + progress.removed,
-          });
-          try {
-            const report = await migrateQueue({
-              from: source,
-              to: target,
-              queue,
-              targetQueue,
-              batchSize,
-              mode,
-              ...(states ? { states } : {}),
-              ...(before.cursor !== null ? { cursor: before.cursor } : {}),
-              onProgress: (progress) => {
-                const total = sum(progress);
-                const { read, imported, skipped, removed, cursor } = total;
-                checkpoint.queues[queue] = { read, imported, skipped, removed, cursor, done: cursor === null };
-                writeCheckpoint(checkpointPath, checkpoint);
-                view.page(queue, total);
-              },
-            });
-            return { ...report, ...sum(report) };
-          } catch (error) {
-            const at = checkpoint.queues[queue]?.read ?? before.read;
-            throw new MigrateError(
-              `migration of queue "${queue}" from ${from} to ${to} stopped after ${at} job(s): ${(error as Error).message}; run the same command with --resume to continue from ${checkpointPath}`,
-              { cause: error },
+        const report = saved?.done
+          ? finishedBefore(saved)
+          : await migrateWithCheckpoint(
+              { source, target, queue, targetQueue, batchSize, mode, states, checkpoint, checkpointPath, view },
+              saved,
             );
-          }
-        }
+        reports.push({ queue, targetQueue, ...report });
       }
-      // Moving empties the source: each page was compared job by job instead (`altered`).
       if (values.verify !== false && mode === "copy") {
         for (const report of reports) {
           report.verification = await verifyQueue(source, target, {
@@ -256,6 +223,61 @@ export async function runMigrateCommand(
     failOnDifferences(result);
     return result;
   });
+}
+
+interface QueueRun {
+  source: Backend;
+  target: Backend;
+  queue: string;
+  targetQueue: string;
+  batchSize: number;
+  mode: "copy" | "move";
+  states: JobState[] | undefined;
+  checkpoint: Checkpoint;
+  checkpointPath: string;
+  view: ProgressView;
+}
+
+/**
+ * One queue's migration from where the checkpoint left it (`saved`), the checkpoint rewritten after
+ * every page; the counts include what earlier runs did. A failure names the checkpoint to resume from.
+ */
+async function migrateWithCheckpoint(run: QueueRun, saved: QueueCheckpoint | undefined): Promise<MigrationReport> {
+  const { queue, checkpoint, checkpointPath } = run;
+  const before: QueueCheckpoint = saved ?? { cursor: null, done: false, read: 0, imported: 0, skipped: 0, removed: 0 };
+  const sum = (progress: MigrationProgress): MigrationProgress => ({
+    ...progress,
+    read: before.read + progress.read,
+    imported: before.imported + progress.imported,
+    skipped: before.skipped + progress.skipped,
+    removed: before.removed + progress.removed,
+  });
+  try {
+    const report = await migrateQueue({
+      from: run.source,
+      to: run.target,
+      queue,
+      targetQueue: run.targetQueue,
+      batchSize: run.batchSize,
+      mode: run.mode,
+      ...(run.states ? { states: run.states } : {}),
+      ...(before.cursor !== null ? { cursor: before.cursor } : {}),
+      onProgress: (progress) => {
+        const total = sum(progress);
+        const { read, imported, skipped, removed, cursor } = total;
+        checkpoint.queues[queue] = { read, imported, skipped, removed, cursor, done: cursor === null };
+        writeCheckpoint(checkpointPath, checkpoint);
+        run.view.page(queue, total);
+      },
+    });
+    return { ...report, ...sum(report) };
+  } catch (error) {
+    const at = checkpoint.queues[queue]?.read ?? before.read;
+    throw new MigrateError(
+      `migration of queue "${queue}" stopped after ${at} job(s): ${(error as Error).message}; run the same command with --resume to continue from ${checkpointPath}`,
+      { cause: error },
+    );
+  }
 }
 
 /** The report of a queue the checkpoint says was done before (a resumed run skips it). */
