@@ -240,6 +240,25 @@ describe("glide-mq door on a glidemq-valkey store: glide-mq 0.15.4's proxy recor
     }
   });
 
+  it("job schedulers are read from glide-mq's schedulers hash and removed from it; writing one answers 501", async () => {
+    const queue = store.track(`gs${randomUUID().slice(0, 8)}`);
+    const q = `/glidemq/queues/${queue}`;
+    const entry = { every: 60_000, nextRun: Date.now() + 60_000, iterationCount: 0, template: { name: "tick", data: {} } };
+    const redis = new Redis(store.spec.url);
+    try {
+      await redis.hset(`glide:{${queue}}:schedulers`, "hourly", JSON.stringify(entry), "broken", "{not json");
+      expect((await call("GET", `${q}/schedulers`)).json).toEqual({ schedulers: [{ name: "hourly", entry }] });
+      expect((await call("GET", `${q}/schedulers/hourly`)).json).toEqual({ entry, name: "hourly" });
+      expect(await call("GET", `${q}/schedulers/none`)).toMatchObject({ status: 404, json: { error: "Scheduler not found" } });
+      expect((await call("DELETE", `${q}/schedulers/hourly`)).json).toEqual({ removed: true });
+      expect(await redis.hexists(`glide:{${queue}}:schedulers`, "hourly")).toBe(0);
+      expect(await call("DELETE", `${q}/schedulers/hourly`)).toMatchObject({ status: 404 });
+      expect(await call("PUT", `${q}/schedulers/daily`, { schedule: { every: 1000 } })).toMatchObject({ status: 501 });
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it("add and wait answers the return value, or 504 after waitTimeout", async () => {
     const queue = store.track(`gt${randomUUID().slice(0, 8)}`);
     const waiting = call("POST", `/glidemq/queues/${queue}/jobs/wait`, { name: "sum", data: [1, 2], opts: { waitTimeout: 10_000 } });

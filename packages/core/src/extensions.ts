@@ -127,6 +127,10 @@ export interface GlideMqQueues {
   metrics(queue: string, type: "completed" | "failed", start: number, end: number): Promise<GlideMqMetrics>;
   /** The workers registered on the queue now, oldest first. */
   workers(queue: string): Promise<GlideMqWorker[]>;
+  /** The job schedulers (repeatable jobs) with their entries as glide-mq stores them. */
+  schedulers(queue: string): Promise<Array<{ name: string; entry: Record<string, unknown> }>>;
+  /** Removes a scheduler; false when there is none of that name. */
+  removeScheduler(queue: string, name: string): Promise<boolean>;
 }
 
 export function hasGlideMqQueues(backend: Backend): backend is Backend & GlideMqQueues {

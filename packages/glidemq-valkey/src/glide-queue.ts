@@ -1,4 +1,5 @@
 import {
+  BackendUnavailableError,
   type GlideMqCounts,
   type GlideMqEvent,
   type GlideMqMetrics,
@@ -204,6 +205,30 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
         if (entry) workers.push({ id: keys[i]!.slice(registry.length), ...entry, age: Math.max(0, now - entry.startedAt) });
       });
       return workers.sort((a, b) => a.startedAt - b.startedAt);
+    },
+
+    async schedulers(queue) {
+      const stored = await (await ready()).hgetall(keysOf(queue).schedulers);
+      return Object.entries(stored).flatMap(([name, json]) => {
+        // A malformed entry is skipped, as glide-mq's getRepeatableJobs skips it.
+        try {
+          return [{ name, entry: JSON.parse(json) as Record<string, unknown> }];
+        } catch {
+          return [];
+        }
+      });
+    },
+
+    async removeScheduler(queue, name) {
+      const redis = await ready();
+      const { schedulers } = keysOf(queue);
+      // glide-mq's own lock while its scheduler ticks or upserts: wait for it as glide-mq does (25 ms steps, 5 s).
+      for (let attempt = 0; attempt < 200; attempt++) {
+        const reply = await runScript(redis, "remove-scheduler", [schedulers, `${schedulers}:lock:__tick__`], [name]);
+        if (reply !== "busy") return Number(reply) === 1;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      throw new BackendUnavailableError("glidemq-valkey: glide-mq's scheduler lock stayed held for 5 s; try again");
     },
 
     async lastEventId(queue) {

@@ -22,6 +22,8 @@ export interface QueueKeys {
   failed: string;
   metricsCompleted: string;
   metricsFailed: string;
+  /** glide-mq's job schedulers: field = scheduler name, value = its entry as JSON. */
+  schedulers: string;
   /** Switchyard's own: active jobs under a Switchyard lease, scored by expiry. glide-mq never reads it. */
   leases: string;
   /** Switchyard's own: jobs enqueued here that wait on dependencies (state waiting-children). */
@@ -75,6 +77,7 @@ export function queueKeys(queue: string, prefix = DEFAULT_PREFIX): QueueKeys {
     failed: `${base}failed`,
     metricsCompleted: `${base}metrics:completed`,
     metricsFailed: `${base}metrics:failed`,
+    schedulers: `${base}schedulers`,
     leases: `${base}sy:leases`,
     blocked: `${base}sy:blocked`,
     job: (id) => `${base}job:${id}`,

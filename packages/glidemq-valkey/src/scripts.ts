@@ -29,7 +29,8 @@ export type ScriptName =
   | "retry-failed"
   | "drain"
   | "index-blocked"
-  | "remove";
+  | "remove"
+  | "remove-scheduler";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -78,6 +79,7 @@ const ALL: ScriptName[] = [
   "drain",
   "index-blocked",
   "remove",
+  "remove-scheduler",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

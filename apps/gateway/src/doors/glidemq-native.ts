@@ -1,5 +1,5 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type Backend, type GlideMqQueues, UnsupportedError, hasGlideMqQueues } from "@switchyard/core";
+import { type Backend, type GlideMqQueues, NotFoundError, UnsupportedError, hasGlideMqQueues } from "@switchyard/core";
 import type { GatewayEnv } from "../errors.js";
 import { BACKEND_ERRORS, body, guarded, json } from "./declare.js";
 import * as S from "./glidemq-schemas.js";
@@ -14,7 +14,8 @@ const ERRORS = S.glideErrors(...BACKEND_ERRORS);
 
 /**
  * The glide-mq door's routes that only a store in glide-mq's layout can answer (GlideMqQueues):
- * removing finished jobs, the queue's global rate limit, per-minute metrics and the worker registry.
+ * removing finished jobs, the queue's global rate limit, per-minute metrics, the worker registry and
+ * the job schedulers (read and removed; glide-mq's workers run them).
  */
 export function mountGlideOnlyRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: string) => Backend): void {
   door.openapi(
@@ -106,6 +107,58 @@ export function mountGlideOnlyRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: 
     async (c) => {
       const { queue } = c.req.valid("param");
       return c.json({ workers: await glideOf(on(queue), queue, "glide-mq's worker registry").workers(queue) }, 200);
+    },
+  );
+
+  door.openapi(
+    guarded("glidemq", "read", {
+      method: "get",
+      path: "/queues/{queue}/schedulers",
+      summary: "The job schedulers (repeatable jobs) with their entries",
+      request: { params: S.QueueParams },
+      responses: { 200: json("The schedulers", S.Schedulers), ...ERRORS },
+    }),
+    async (c) => {
+      const { queue } = c.req.valid("param");
+      return c.json({ schedulers: await glideOf(on(queue), queue, "job schedulers").schedulers(queue) }, 200);
+    },
+  );
+
+  /** The scheduler `name`, or glide-mq's 404. */
+  const schedulerOf = async (queue: string, name: string) => {
+    const found = (await glideOf(on(queue), queue, "job schedulers").schedulers(queue)).find((scheduler) => scheduler.name === name);
+    if (!found) throw new NotFoundError("Scheduler not found");
+    return found;
+  };
+
+  door.openapi(
+    guarded("glidemq", "read", {
+      method: "get",
+      path: "/queues/{queue}/schedulers/{id}",
+      summary: "One job scheduler's entry",
+      request: { params: S.JobParams },
+      responses: { 200: json("The scheduler", S.SchedulerAnswer), ...ERRORS },
+    }),
+    async (c) => {
+      const { queue, id } = c.req.valid("param");
+      const { name, entry } = await schedulerOf(queue, id);
+      return c.json({ entry, name }, 200);
+    },
+  );
+
+  door.openapi(
+    guarded("glidemq", "admin", {
+      method: "delete",
+      path: "/queues/{queue}/schedulers/{id}",
+      summary: "Remove a job scheduler (under glide-mq's scheduler lock)",
+      request: { params: S.JobParams },
+      responses: { 200: json("Removed", S.SchedulerRemoved), ...ERRORS },
+    }),
+    async (c) => {
+      const { queue, id } = c.req.valid("param");
+      await schedulerOf(queue, id);
+      if (!(await glideOf(on(queue), queue, "job schedulers").removeScheduler(queue, id))) throw new NotFoundError("Scheduler not found");
+      return c.json({ removed: true as const }, 200);
     },
   );
 }

@@ -4,7 +4,7 @@ import { GlideError, JobParams, QueueParams } from "./glidemq-schemas.js";
 
 /**
  * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (dead-letter
- * queues, schedulers, flows and budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
+ * queues, writing schedulers, flows and budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
  * feature and the queue's backend rather than a 404 that looks like a wrong path.
  */
 interface UnsupportedRoute {
@@ -45,10 +45,7 @@ export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
   unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq/{id}", JobParams),
   unsupported("the dead-letter queue", "admin", "delete", "/queues/{queue}/dlq/{id}", JobParams),
   unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/{id}/replay", JobParams),
-  unsupported("job schedulers", "read", "get", "/queues/{queue}/schedulers", QueueParams),
-  unsupported("job schedulers", "read", "get", "/queues/{queue}/schedulers/{id}", JobParams),
-  unsupported("job schedulers", "admin", "put", "/queues/{queue}/schedulers/{id}", JobParams),
-  unsupported("job schedulers", "admin", "delete", "/queues/{queue}/schedulers/{id}", JobParams),
+  unsupported("creating or changing a job scheduler", "admin", "put", "/queues/{queue}/schedulers/{id}", JobParams),
   unsupported("a flow's usage", "read", "get", "/queues/{queue}/flows/{parentId}/usage", FlowParams),
   unsupported("a flow's budget", "read", "get", "/queues/{queue}/flows/{flowId}/budget", BudgetParams),
   unsupported("flows and DAGs", "write", "post", "/flows"),
