@@ -5,7 +5,7 @@
  * is printed too. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
  */
 import { cpus, totalmem } from "node:os";
-import { type Backend, type Job, migrateQueue } from "@switchyard/core";
+import { type Backend, type Job, forEachPage, migrateQueue } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
@@ -59,13 +59,15 @@ async function seed(backend: Backend, queue: string): Promise<void> {
 }
 
 async function readAll(backend: Backend, queue: string): Promise<number> {
-  let cursor: string | null = null;
   let read = 0;
-  do {
-    const page = await backend.export(queue, cursor === null ? { limit: PAGE } : { limit: PAGE, cursor });
-    read += page.items.length;
-    cursor = page.cursor;
-  } while (cursor !== null);
+  await forEachPage(
+    backend,
+    queue,
+    (jobs) => {
+      read += jobs.length;
+    },
+    PAGE,
+  );
   return read;
 }
 

@@ -156,7 +156,6 @@ export function mountGlideOnlyRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: 
     }),
     async (c) => {
       const { queue, id } = c.req.valid("param");
-      await schedulerOf(queue, id);
       if (!(await glideOf(on(queue), queue, "job schedulers").removeScheduler(queue, id))) throw new NotFoundError("Scheduler not found");
       return c.json({ removed: true as const }, 200);
     },

@@ -1,9 +1,9 @@
 import { type AdapterDescriptor, type MigrationProgress, migrateQueue } from "@switchyard/core";
 import { ADAPTERS } from "../adapters.js";
-import { type NamedBackend, closeBackends, openBackend } from "../backends.js";
+import { closeBackends } from "../backends.js";
 import type { RunningBridge } from "../bridge/bridge-command.js";
 import type { CliIo } from "../cli-io.js";
-import { MigrateError, parseBatchSize, queuesToMove, resolveEndpoints } from "./command.js";
+import { MigrateError, openEndpoints, parseBatchSize, queuesToMove, resolveEndpoints } from "./command.js";
 import { progressView } from "./progress.js";
 
 /** What `switchyard bridge` prints after its options in --help. */
@@ -60,15 +60,9 @@ export async function runCutover(
 ): Promise<RunningBridge> {
   const intervalMs = intervalOf(values.interval);
   const batchSize = parseBatchSize(values.batchSize);
-  const { from, to } = await resolveEndpoints(values, io, adapters);
-  const opened = new Map<string, NamedBackend>();
-  try {
-    opened.set("from", await openBackend(from.name, from.spec, adapters));
-    opened.set("to", await openBackend(to.name, to.spec, adapters));
-  } catch (error) {
-    await closeBackends(opened);
-    throw error;
-  }
+  const endpoints = await resolveEndpoints(values, io, adapters);
+  const { from, to } = endpoints;
+  const opened = await openEndpoints(endpoints, adapters);
   const source = opened.get("from")!.backend;
   const target = opened.get("to")!.backend;
   const view = progressView(io);

@@ -128,18 +128,32 @@ export async function resolveEndpoints(
 }
 
 /**
- * Opens the two backends (only those: a third one being down must not stop a migration), runs
- * `work`, and closes them.
+ * Opens the two backends, only those: a third one being down must not stop a migration. Either
+ * failing closes what was opened.
  */
+export async function openEndpoints(
+  endpoints: Endpoints,
+  adapters: readonly AdapterDescriptor[],
+): Promise<Map<"from" | "to", NamedBackend>> {
+  const opened = new Map<"from" | "to", NamedBackend>();
+  try {
+    opened.set("from", await openBackend(endpoints.from.name, endpoints.from.spec, adapters));
+    opened.set("to", await openBackend(endpoints.to.name, endpoints.to.spec, adapters));
+    return opened;
+  } catch (error) {
+    await closeBackends(opened);
+    throw error;
+  }
+}
+
+/** Opens the two backends, runs `work`, and closes them. */
 async function withBackends<T>(
   endpoints: Endpoints,
   adapters: readonly AdapterDescriptor[],
   work: (from: Backend, to: Backend) => Promise<T>,
 ): Promise<T> {
-  const opened = new Map<string, NamedBackend>();
+  const opened = await openEndpoints(endpoints, adapters);
   try {
-    opened.set("from", await openBackend(endpoints.from.name, endpoints.from.spec, adapters));
-    opened.set("to", await openBackend(endpoints.to.name, endpoints.to.spec, adapters));
     return await work(opened.get("from")!.backend, opened.get("to")!.backend);
   } finally {
     await closeBackends(opened).catch(() => undefined);

@@ -28,8 +28,10 @@ export async function whatTheTargetCannotHold(
   await forEachPage(from, queue, (jobs) => {
     for (const job of jobs) {
       if (states && !states.includes(job.state)) continue;
-      for (const limit of lacking)
-        if (limit.has(job)) found[`${limit.what} (${limit.capability})`] = (found[`${limit.what} (${limit.capability})`] ?? 0) + 1;
+      for (const limit of lacking) {
+        const kind = `${limit.what} (${limit.capability})`;
+        if (limit.has(job)) found[kind] = (found[kind] ?? 0) + 1;
+      }
     }
   });
   return found;
