@@ -8,6 +8,8 @@
 //   node scripts/services.mjs install            only install what is missing
 //
 // scripts/test.mjs uses startServices()/stopServices() directly around one vitest run.
+// Tests that stop and restart servers of their own (test/support/private-servers.ts) reuse launch(),
+// waitForPort(), pgBin(), postgresUser() and FERRETDB_BIN; their types are in services.d.mts.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
@@ -19,7 +21,7 @@ export const ALL_SERVICES = ["redis", "redis-cluster", "postgres", "mariadb", "f
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const STATE_DIR = join(ROOT, ".services");
 const FERRETDB_VERSION = "v1.24.2";
-const FERRETDB_BIN = join(homedir(), ".cache", "switchyard", `ferretdb-${FERRETDB_VERSION}`);
+export const FERRETDB_BIN = join(homedir(), ".cache", "switchyard", `ferretdb-${FERRETDB_VERSION}`);
 const PG_BIN_DIRS = ["/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"];
 
 const log = (message) => process.stderr.write(`[services] ${message}\n`);
@@ -29,7 +31,7 @@ function which(command) {
   return found.status === 0 ? found.stdout.trim() : null;
 }
 
-function pgBin(tool) {
+export function pgBin(tool) {
   for (const dir of PG_BIN_DIRS) if (existsSync(join(dir, tool))) return join(dir, tool);
   return which(tool);
 }
@@ -38,7 +40,7 @@ function howToInstall(what) {
   return `${what} is missing and could not be installed here. Install it as root with: ${INSTALL_HINT}`;
 }
 const INSTALL_HINT =
-  "apt-get update && apt-get install -y redis-server redis-tools postgresql mariadb-server python3-venv, and Go for FerretDB " +
+  "apt-get update && apt-get install -y redis-server redis-tools postgresql mariadb-server python3-venv chromium, and Go for FerretDB " +
   `(the test command builds github.com/FerretDB/FerretDB/cmd/ferretdb@${FERRETDB_VERSION} from the Go module proxy)`;
 
 /** Installs the Debian packages and FerretDB that the chosen services need, if they are missing. */
@@ -53,6 +55,9 @@ export function installMissing(names = ALL_SERVICES) {
     packages.add("postgresql");
   if (names.includes("mariadb") && (!(which("mariadbd") || which("mysqld")) || !which("mariadb-install-db")))
     packages.add("mariadb-server");
+  // The dashboard's browser suite (apps/gateway/test/dashboard.e2e.test.ts) drives Debian's chromium
+  // with playwright-core: browser downloads do not work here. It runs on Redis, so it comes with it.
+  if (names.includes("redis") && !which("chromium")) packages.add("chromium");
   if (packages.size > 0) {
     if (process.getuid?.() !== 0 || !which("apt-get")) throw new Error(howToInstall([...packages].join(", ")));
     log(`installing ${[...packages].join(" ")} with apt-get`);
@@ -95,7 +100,7 @@ export function freePort() {
   });
 }
 
-async function waitForPort(port, what, child, seconds = 60) {
+export async function waitForPort(port, what, child, seconds = 60) {
   const deadline = Date.now() + seconds * 1000;
   while (Date.now() < deadline) {
     if (child && child.exitCode !== null)
@@ -114,7 +119,7 @@ async function waitForPort(port, what, child, seconds = 60) {
   throw new Error(`${what} did not listen on port ${port} within ${seconds}s`);
 }
 
-function launch(command, args, { dir, name, detached, user }) {
+export function launch(command, args, { dir, name, detached, user }) {
   const logFile = join(dir, `${name}.log`);
   const fd = openSync(logFile, "a");
   const [bin, argv] = user ? ["runuser", ["-u", user, "--", command, ...args]] : [command, args];
@@ -126,7 +131,7 @@ function launch(command, args, { dir, name, detached, user }) {
 }
 
 // Postgres refuses to run as root, so as root it runs as the `postgres` user (created if absent).
-function postgresUser() {
+export function postgresUser() {
   if (process.getuid?.() !== 0) return undefined;
   if (spawnSync("id", ["-u", "postgres"]).status !== 0) execFileSync("useradd", ["--system", "--no-create-home", "postgres"]);
   return "postgres";

@@ -100,6 +100,11 @@ describe("packages installed from their npm tarballs into a blank project", () =
       expect(reserved).toMatchObject({ klass: "Archive", args: [{ data: "foobar" }] });
       expect(await (await fetch(`${base}/${reserved.id}`, { method: "DELETE" })).json()).toEqual({ status: "success" });
       expect(await (await fetch(base)).json()).toEqual({ status: "empty" });
+      // The dashboard ships built inside the package: its page and its script, with no build step here.
+      const shell = await (await fetch(`http://127.0.0.1:${port}/dashboard`)).text();
+      const script = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(shell)?.[1];
+      expect(script).toBeDefined();
+      expect((await fetch(`http://127.0.0.1:${port}${script}`)).status).toBe(200);
     } finally {
       stop(server);
     }

@@ -4,6 +4,7 @@ import { ADAPTERS } from "./adapters.js";
 import { BEARER_SCHEME, TokenAuth, requireAccess, securityOf } from "./auth.js";
 import { type NamedBackend, closeBackends, openBackends } from "./backends.js";
 import { type Config, ConfigError, type ConfigInput, parseConfig } from "./config.js";
+import { mountDashboard } from "./dashboard/index.js";
 import { withDeadline } from "./deadline.js";
 import { cloudqDoor } from "./doors/cloudq.js";
 import type { Door } from "./doors/door.js";
@@ -15,6 +16,7 @@ import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { JobEvents, observedBackend } from "./events.js";
 import { GatewayMetrics } from "./metrics.js";
+import { MigrationRuns } from "./migrate/runs.js";
 import { mountReference } from "./reference.js";
 import { type Logger, createLogger, requestLog } from "./request-log.js";
 import { QueueRouter } from "./router.js";
@@ -128,7 +130,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const wakeups = new Wakeups(config.longPollIntervalMs);
   wakeups.follow(events);
   const opened = await openBackends(config, adapters);
-  const metrics: GatewayMetrics = new GatewayMetrics(() => backends.values());
+  const metrics: GatewayMetrics = new GatewayMetrics(
+    () => backends.values(),
+    () => migrations.list(),
+  );
   // Each call: its deadline, then timed and counted, then announced to the event subscribers.
   const backends: Map<string, NamedBackend> = new Map(
     [...opened].map(([name, named]) => {
@@ -137,8 +142,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     }),
   );
   const router = new QueueRouter(config.routes, backends);
+  const migrations = new MigrationRuns(backends);
 
   const logger = options.logger ?? createLogger("warn");
+  // Each store's own feed, read from the adapter itself: it is a stream of reads, not a call to time out.
+  for (const [name, named] of opened)
+    if (named.spec.storeEvents)
+      events.follow(name, named.backend, (error) =>
+        logger.warn({ backend: name, err: error.message }, "store event feed failed; retrying"),
+      );
   const app = new OpenAPIHono<GatewayEnv>();
   app.use("*", requestLog(logger), metrics.middleware(), auth.middleware());
   app.openAPIRegistry.registerComponent("securitySchemes", BEARER_SCHEME, {
@@ -164,7 +176,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json({ status: ok ? ("ok" as const) : ("unavailable" as const), backends: Object.fromEntries(entries) }, ok ? 200 : 503);
   });
 
-  const context = { router, backends, wakeups, events, config, env, adapters };
+  const context = { router, backends, wakeups, events, config, env, adapters, migrations };
+  mountDashboard(app, context);
   for (const door of DOORS) door.mount(app, context);
 
   const udp = config.doors.workerqueue.udp;
@@ -172,6 +185,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   try {
     wakeListener = udp ? await listenForWakeups(udp, () => wakeups.wakeAll()) : null;
   } catch (error) {
+    await events.close();
     await closeBackends(backends);
     throw new ConfigError(`doors.workerqueue.udp: cannot listen on ${udp?.host}:${udp?.port}: ${(error as Error).message}`, {
       cause: error,
@@ -188,7 +202,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     events,
     wakeListener,
     close: () => {
-      closing ??= Promise.all([wakeListener?.close(), closeBackends(backends)]).then(() => undefined);
+      closing ??= Promise.all([wakeListener?.close(), events.close(), migrations.close()])
+        .then(() => closeBackends(backends))
+        .then(() => undefined);
       return closing;
     },
   };

@@ -15,6 +15,8 @@ const BackendEntrySchema = z.strictObject({
   options: z.record(z.string(), z.unknown()).default({}),
   /** A call this backend has not answered within this long is a 503, so a frozen store holds no request open. */
   timeoutMs: z.number().int().min(1).max(600_000).default(5_000),
+  /** Read the store's own event feed (moves made by other processes too); false: only this gateway's calls. */
+  storeEvents: z.boolean().default(true),
 });
 export type BackendSpec = z.output<typeof BackendEntrySchema>;
 

@@ -3,6 +3,7 @@ import type { MiddlewareHandler } from "hono";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { NamedBackend } from "./backends.js";
 import type { GatewayEnv } from "./errors.js";
+import type { MigrationRun, QueueProgress } from "./migrate/runs.js";
 import { doorOf } from "./request-log.js";
 
 /** How long the per-queue job counts of one scrape are reused: a scraper never loads the stores. */
@@ -51,7 +52,7 @@ export class GatewayMetrics {
   });
   #counted: { at: number; rows: Array<{ backend: string; queue: string; state: string; count: number }> } | undefined;
 
-  constructor(backends: () => Iterable<NamedBackend>) {
+  constructor(backends: () => Iterable<NamedBackend>, runs: () => MigrationRun[] = () => []) {
     collectDefaultMetrics({ register: this.registry, prefix: "switchyard_" });
     const metrics = this;
     new Gauge({
@@ -63,6 +64,44 @@ export class GatewayMetrics {
         this.reset();
         for (const row of await metrics.#queueCounts(backends))
           this.set({ backend: row.backend, queue: row.queue, state: row.state }, row.count);
+      },
+    });
+    // The migrations and bridges this gateway runs (POST /v1/migrations), one series per queue.
+    const runLabels = ["run", "kind", "from", "to", "queue"] as const;
+    const perQueue = (gauge: Gauge<(typeof runLabels)[number]>, value: (progress: QueueProgress) => number | null) => {
+      gauge.reset();
+      for (const run of runs())
+        for (const progress of run.queues) {
+          const n = value(progress);
+          if (n !== null) gauge.set({ run: run.id, kind: run.kind, from: run.from, to: run.to, queue: progress.queue }, n);
+        }
+    };
+    new Gauge({
+      name: "switchyard_migration_jobs_copied",
+      help: "Jobs a migration copied (or a bridge moved) so far, by run and queue.",
+      labelNames: runLabels,
+      registers: [this.registry],
+      collect() {
+        perQueue(this, (progress) => progress.copied);
+      },
+    });
+    new Gauge({
+      name: "switchyard_migration_jobs_total",
+      help: "Jobs the source held when a migration started the queue (bridges have no total).",
+      labelNames: runLabels,
+      registers: [this.registry],
+      collect() {
+        perQueue(this, (progress) => progress.total);
+      },
+    });
+    new Gauge({
+      name: "switchyard_migration_running",
+      help: "1 while a migration or bridge runs, 0 once it finished, failed or was stopped.",
+      labelNames: ["run", "kind", "from", "to"] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const run of runs()) this.set({ run: run.id, kind: run.kind, from: run.from, to: run.to }, run.state === "running" ? 1 : 0);
       },
     });
   }

@@ -4,18 +4,21 @@ import type { JobEventType, JobEvents } from "./events.js";
 const MAKES_JOBS_CLAIMABLE: ReadonlySet<JobEventType> = new Set(["enqueued", "retrying", "resumed"]);
 
 /**
- * Reservers parked on a queue, and what wakes them. A job enqueued through this gateway wakes the
- * reservers of its queue at once; jobs that arrive another way (a legacy producer, another gateway
- * process, a lease running out) are found by looking again every `pollMs`, and a Worker Queue
- * datagram wakes every queue, as it wakes a legacy master.
+ * Reservers parked on a queue, and what wakes them: an event that a job may be claimable there,
+ * told by this gateway's own calls or by the store's feed (so a job another gateway or a native
+ * producer enqueued wakes them as soon as the feed tells it). What no event tells (a lease running
+ * out, a legacy producer on a store whose feed misses it) is found by looking again every `pollMs`,
+ * and a Worker Queue datagram wakes every queue, as it wakes a legacy master.
  */
 export class Wakeups {
   readonly #parked = new Map<string, Set<() => void>>();
+  #events: JobEvents | undefined;
 
   constructor(readonly pollMs: number) {}
 
   /** Resolves on the next wake of `queue`, after `ms`, or when `signal` aborts, whichever is first. */
   sleep(queue: string, ms: number, signal?: AbortSignal): Promise<void> {
+    this.#events?.watchQueue(queue);
     return new Promise((resolve) => {
       const parked = this.#parked.get(queue) ?? new Set();
       this.#parked.set(queue, parked);
@@ -34,6 +37,7 @@ export class Wakeups {
 
   /** Wakes the reservers of a queue whenever `events` says a job may have become claimable there. */
   follow(events: JobEvents): void {
+    this.#events = events;
     events.subscribe((event) => {
       if (MAKES_JOBS_CLAIMABLE.has(event.type)) this.wake(event.queue);
     });

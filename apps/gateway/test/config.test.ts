@@ -35,6 +35,7 @@ doors:
       url: `sqlite:${join(dir, "yaml.sqlite")}`,
       options: { dataFormat: "yaml" },
       timeoutMs: 5_000,
+      storeEvents: true,
     });
     expect(config.routes).toHaveLength(2);
     expect(config.doors.cloudq).toEqual({ mountAtRoot: true, token: null, secret: null, leaseMs: 300_000, longPollMs: 0 });
@@ -50,7 +51,7 @@ doors:
     const config = await loadConfig();
     expect(config).toEqual(defaultConfig());
     expect(config.backends).toEqual({
-      main: { type: "workerqueue-sql", url: "sqlite:./switchyard.sqlite", options: {}, timeoutMs: 5_000 },
+      main: { type: "workerqueue-sql", url: "sqlite:./switchyard.sqlite", options: {}, timeoutMs: 5_000, storeEvents: true },
     });
     expect(config.auth).toEqual({ tokens: [] });
     expect(config.routes).toEqual([{ pattern: "*", backend: "main" }]);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type TestGateway, openTestGateway, until } from "./helpers.js";
+import { type SseEvent, readEvents } from "./sse.js";
 
 let t: TestGateway;
 beforeAll(async () => {
@@ -9,64 +10,7 @@ afterAll(async () => {
   await t.cleanup();
 });
 
-interface SseEvent {
-  id?: string;
-  event?: string;
-  data: { id: number; type: string; queue: string; jobId?: string; backend: string; time: number } | Record<string, string>;
-}
-
-/** A subscriber reading the SSE wire format line by line, as a browser's EventSource does. */
-function subscribe(path: string, headers: Record<string, string> = {}) {
-  const received: SseEvent[] = [];
-  let raw = "";
-  let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
-  const response = Promise.resolve(t.gateway.app.request(path, { headers }));
-  const reading = response.then(async (res) => {
-    reader = res.body!.getReader();
-    const decoder = new TextDecoder();
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        raw += decoder.decode(value, { stream: true });
-        let end = raw.indexOf("\n\n");
-        while (end >= 0) {
-          const block = raw.slice(0, end);
-          raw = raw.slice(end + 2);
-          const fields = Object.fromEntries(
-            block
-              .split("\n")
-              .filter((line) => !line.startsWith(":"))
-              .map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 1).trimStart()]),
-          );
-          if (fields.data !== undefined) received.push({ id: fields.id, event: fields.event, data: JSON.parse(fields.data) });
-          end = raw.indexOf("\n\n");
-        }
-      }
-    } catch {
-      // aborted
-    }
-  });
-  return {
-    response,
-    received,
-    /** Waits until `count` events have arrived. */
-    async atLeast(count: number): Promise<SseEvent[]> {
-      const deadline = Date.now() + 10_000;
-      while (received.length < count) {
-        if (Date.now() > deadline) throw new Error(`got ${received.length} of ${count} events: ${JSON.stringify(received)}`);
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      return received;
-    },
-    /** Goes away as a browser tab does: the stream is cancelled and the gateway stops writing. */
-    async close() {
-      await response;
-      await reader?.cancel();
-      await reading;
-    },
-  };
-}
+const subscribe = (path: string, headers: Record<string, string> = {}) => readEvents(t.gateway.app, path, headers);
 
 const typesOf = (events: SseEvent[], jobId: string) => events.filter((e) => e.data.jobId === jobId).map((e) => e.event);
 
@@ -102,9 +46,10 @@ describe("GET /v1/queues/:queue/events", () => {
     expect(typesOf(events, "jid-1")).toEqual(["enqueued", "active", "retrying"]);
     expect(events.filter((e) => !e.data.jobId).map((e) => e.event)).toEqual(["paused", "resumed"]);
     expect(events.every((e) => e.data.queue === queue && e.data.backend === "main")).toBe(true);
-    const ids = events.map((e) => Number(e.id));
+    // An SSE id starts with the event's number in this process (`<number>.<gateway>`).
+    const ids = events.map((e) => Number(e.id?.split(".")[0]));
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
-    expect(events.map((e) => Number(e.id))).toEqual(events.map((e) => e.data.id));
+    expect(ids).toEqual(events.map((e) => e.data.id));
   });
 
   it("a subscriber that reconnects with Last-Event-ID gets what it missed, then what follows, nothing twice", async () => {
@@ -131,6 +76,7 @@ describe("GET /v1/queues/:queue/events", () => {
   });
 
   it("/v1/events streams every queue; a bad lastId or queue name is 400; a closed stream stops listening", async () => {
+    const listeningBefore = t.gateway.events.listening;
     const all = subscribe("/v1/events");
     await all.response;
     await t.request("POST", "/v1/queues/events-any-1/jobs", { name: "x" });
@@ -140,7 +86,7 @@ describe("GET /v1/queues/:queue/events", () => {
     expect(events.map((e) => e.data.queue)).toEqual(["events-any-1", "events-any-2"]);
     expect((await t.request("GET", "/v1/events?lastId=soon")).status).toBe(400);
     expect((await t.request("GET", "/v1/queues/%00/events")).status).toBe(400);
-    // Every stream above was closed by its client: none is left listening (the wake-ups' own listener stays).
-    await until(() => t.gateway.events.listening === 1, "the closed streams to stop listening");
+    // Every stream above was closed by its client: none is left listening (the gateway's own listeners stay).
+    await until(() => t.gateway.events.listening === listeningBefore, "the closed streams to stop listening");
   });
 });

@@ -4,6 +4,7 @@ import {
   DEFAULT_LEASE_MS,
   type EnqueueInput,
   type Job,
+  type JobEventFeed,
   type ReserveOptions,
   ValidationError,
   guardBackend,
@@ -12,6 +13,7 @@ import {
 import { MongoClient } from "mongodb";
 import { forgetCandidates } from "./candidates.js";
 import { enqueueMany, enqueueOne } from "./enqueue.js";
+import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
 import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
@@ -44,7 +46,7 @@ export function capabilitiesFor(layout: Pick<ResolvedLayout, "completion">): Cap
  * A Backend on the Cloudq document layout, sharing `cloudq.jobs` with the Ruby and Node Mongo-era
  * servers. Pass a connection string (the backend owns the client) or a MongoClient you own.
  */
-export function createCloudqBackend(options: CloudqBackendOptions): Backend {
+export function createCloudqBackend(options: CloudqBackendOptions): Backend & JobEventFeed {
   const layout = resolveLayout(options);
   const owned = options.client === undefined;
   const client = options.client ?? new MongoClient(options.url as string);
@@ -92,6 +94,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend {
   return guardBackend("cloudq-mongo", {
     kind: "cloudq-mongo",
     capabilities: capabilitiesFor(layout),
+    ...cloudqEventFeed(store, ready),
     ready,
     async close() {
       if (owned) await client.close();

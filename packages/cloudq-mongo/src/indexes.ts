@@ -21,6 +21,9 @@ export function indexesFor(stateField: StateField): IndexDescription[] {
     // (A partial index would say the same, but partialFilterExpression is not on every server that
     // speaks the protocol; a single-field sparse unique index is.)
     { name: "switchyard_unique_slot", key: { "switchyard.uniqueSlot": 1 }, unique: true, sparse: true },
+    // The event feed reads the documents inserted or changed since its last look (event-feed.ts).
+    { name: "switchyard_inserted_at", key: { inserted_at: 1 } },
+    { name: "switchyard_updated_at", key: { updated_at: 1 } },
     { name: "switchyard_id_slot", key: { "switchyard.idSlot": 1 }, unique: true, sparse: true },
   ];
 }

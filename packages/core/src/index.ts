@@ -12,3 +12,4 @@ export * from "./inputs.js";
 export { STORABLE_TEXT_PATTERN, storableText } from "./text.js";
 export type { Probe } from "./probe.js";
 export * from "./lua.js";
+export * from "./events.js";

@@ -14,6 +14,7 @@ import {
   InvalidStateError,
   type Job,
   type JobCounts,
+  type JobEventFeed,
   type JobRemoval,
   type Json,
   type ListOptions,
@@ -27,6 +28,7 @@ import {
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import { glideEventFeed } from "./event-feed.js";
 import { indexBlocked } from "./flow-parents.js";
 import type { AddedSnapshot } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
@@ -79,7 +81,7 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
  * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
  */
-export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues {
+export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues & JobEventFeed {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
@@ -150,6 +152,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
 
   return guardBackend("glidemq-valkey", {
     ...glideQueue(ready, keysOf),
+    ...glideEventFeed(ready, prefix),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 

@@ -13,6 +13,7 @@ import {
   type ImportResult,
   type Job,
   type JobCounts,
+  type JobEventFeed,
   type JobRemoval,
   type Json,
   type ListOptions,
@@ -31,6 +32,7 @@ import {
   runAtOf,
 } from "@switchyard/core";
 import { translateError } from "./errors.js";
+import { qlessEventFeed } from "./event-feed.js";
 import { type SwitchyardDocument, type SwitchyardMeta, list, toCoreJob, toImportRecord } from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
 import { QlessScriptError, callQless, formatNow, qlessScript } from "./script.js";
@@ -170,6 +172,8 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
         throw error instanceof QlessScriptError ? error : translateError(error);
       }
     },
+
+    ...qlessEventFeed(redis),
 
     async ready() {
       try {
@@ -322,4 +326,4 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 }
 
 /** The core Backend plus qless's command API, which the gateway's qless door discovers. */
-export interface QlessBackend extends Backend, QlessCommands, JobRemoval {}
+export interface QlessBackend extends Backend, QlessCommands, JobRemoval, JobEventFeed {}

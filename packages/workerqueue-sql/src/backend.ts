@@ -5,6 +5,7 @@ import {
   DEFAULT_LEASE_MS,
   type EnqueueInput,
   type EnqueueResult,
+  type EventWatch,
   type ExportOptions,
   type FailOptions,
   type HeartbeatOptions,
@@ -12,11 +13,13 @@ import {
   type Job,
   type JobCounts,
   type JobEditing,
+  type JobEventFeed,
   JobStateSchema,
   type Json,
   type ListOptions,
   type Page,
   type ReserveOptions,
+  type StoreEvent,
   ValidationError,
   decodeCursor,
   emptyCounts,
@@ -30,6 +33,7 @@ import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
 import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
+import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { ReleaseTimer } from "./release-timer.js";
@@ -69,7 +73,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend, JobEditing {
+class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -80,6 +84,7 @@ class WorkerQueueBackend implements Backend, JobEditing {
   /** Wakes legacy masters (workqd, rjqueue) when jobs become runnable; see wake.ts. */
   private readonly waker: MasterWaker;
   private readonly releaseTimer: ReleaseTimer;
+  private readonly feed: Required<JobEventFeed>;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -96,6 +101,23 @@ class WorkerQueueBackend implements Backend, JobEditing {
       (released) => this.waker.wake(released),
       onError,
     );
+    this.feed = sqlEventFeed(this.store, () => this.ready());
+  }
+
+  get eventFeed() {
+    return this.feed.eventFeed;
+  }
+
+  watchEvents(...args: Parameters<JobEventFeed["watchEvents"]>): EventWatch {
+    return this.feed.watchEvents(...args);
+  }
+
+  eventsAfter(position: string, limit: number): Promise<StoreEvent[]> {
+    return this.feed.eventsAfter(position, limit);
+  }
+
+  positionAt(time: number): string {
+    return this.feed.positionAt(time);
   }
 
   ready(): Promise<void> {

@@ -196,7 +196,7 @@ export function sqlDate(store: Store, ms: number): Date | string {
   return store.dialect === "sqlite" ? date.toISOString().replace("T", " ").slice(0, 19) : date;
 }
 
-function dateMs(value: unknown): number | null {
+export function dateMs(value: unknown): number | null {
   if (value === null || value === undefined) return null;
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.getTime();
   if (typeof value === "number") return value;

@@ -1,6 +1,7 @@
 import { isConnectionError } from "@switchyard/core";
 import type { Knex } from "knex";
 import { ACTIVE_STATUSES, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
+import { installChangeTrigger } from "./event-feed.js";
 import type { Store } from "./options.js";
 
 type ColumnAdder = (table: Knex.CreateTableBuilder) => void;
@@ -58,6 +59,8 @@ interface IndexSpec {
 }
 
 const INDEXES: IndexSpec[] = [
+  // The event feed reads the rows changed since its last look (event-feed.ts).
+  { name: (t) => `${t}_updated_at_idx`, columns: ["updated_at"], unique: false },
   {
     // The README's `add_index :jobs, [:status, :locked_queue_id]`, which the legacy claim relies on.
     name: (t) => `${t}_status_locked_idx`,
@@ -154,6 +157,7 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
       t.bigInteger("paused_ms").notNullable();
     });
   }
+  if (store.dialect === "postgres") await installChangeTrigger(store);
   await detectLayout(store);
 }
 

@@ -4,6 +4,7 @@ import type { NamedBackend } from "../backends.js";
 import type { Config } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
 import type { JobEvents } from "../events.js";
+import type { MigrationRuns } from "../migrate/runs.js";
 import type { QueueRouter } from "../router.js";
 import type { Wakeups } from "../wakeups.js";
 
@@ -19,6 +20,8 @@ export interface DoorContext {
   /** Where credentials such as TOKEN and SECRET are read. */
   env: Record<string, string | undefined>;
   adapters: readonly AdapterDescriptor[];
+  /** The migrations and bridges this gateway runs. */
+  migrations: MigrationRuns;
 }
 
 /**

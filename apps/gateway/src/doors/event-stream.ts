@@ -5,11 +5,46 @@ import type { JobEvent, JobEvents } from "../events.js";
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
 const KEEPALIVE_MS = 15_000;
+/** Store history is replayed in pages of this many events, up to REPLAY_LIMIT in all. */
+const REPLAY_PAGE = 500;
+const REPLAY_LIMIT = 100_000;
 
-/** Where a reconnecting client left off: the Last-Event-ID header, else the `lastId` query. */
-function lastSeen(c: Context<GatewayEnv>): number | null {
+/**
+ * An event id says where the stream stood: `<event>.<gateway>` (this process's event number and
+ * instance) then `~<backend>=<position>` for each backend whose store keeps history. A client that
+ * reconnects to the same process replays from its memory; to another process (behind a load
+ * balancer, after a restart), from the stores' histories.
+ */
+interface StreamPoint {
+  id: number;
+  instance: string | null;
+  positions: Map<string, string>;
+}
+
+/** An event id as `formatPoint` writes it (a bare number is an id of this process). */
+export const EVENT_ID_PATTERN = /^(\d{1,15})(?:\.([0-9a-f]{8}))?((?:~[^~=]+=[^~=]*)*)$/;
+
+function formatPoint(point: StreamPoint): string {
+  const positions = [...point.positions].map(([backend, position]) => `~${encodeURIComponent(backend)}=${encodeURIComponent(position)}`);
+  return `${point.id}.${point.instance}${positions.join("")}`;
+}
+
+/** Where a reconnecting client left off: the Last-Event-ID header, else the `lastId` query; null if unreadable. */
+function lastSeen(c: Context<GatewayEnv>): StreamPoint | null {
   const given = c.req.header("last-event-id") ?? c.req.query("lastId");
-  return given !== undefined && /^\d{1,15}$/.test(given) ? Number(given) : null;
+  if (given === undefined) return null;
+  const match = EVENT_ID_PATTERN.exec(given);
+  if (!match) return null;
+  const positions = new Map<string, string>();
+  try {
+    for (const pair of (match[3] ?? "").split("~").slice(1)) {
+      const [backend, position] = pair.split("=") as [string, string];
+      positions.set(decodeURIComponent(backend), decodeURIComponent(position));
+    }
+  } catch {
+    return null;
+  }
+  return { id: Number(match[1]), instance: match[2] ?? null, positions };
 }
 
 /** How a door words the events it streams. */
@@ -20,15 +55,17 @@ export interface EventFraming {
   greeting?: string;
   /** The stream ends after an event for which this is true (a job that finished). */
   endsAfter?: (event: JobEvent) => boolean;
+  /** The backends the stream's events come from (all when left out): the only histories it replays. */
+  backends?: readonly string[];
 }
 
 const plainFrame = (event: JobEvent) => ({ event: event.type, data: event });
 
 /**
- * Server-Sent Events of the jobs `matches` picks: `id:` (the event id), `event:` (its type) and
- * `data:` (the event as JSON) lines, a `: keepalive` comment when quiet. A client that reconnects
- * with Last-Event-ID first gets what it missed; if the history no longer holds all of it, a `reset`
- * event says so before what is left.
+ * Server-Sent Events of the jobs `matches` picks: `id:` (where the stream stands), `event:` (its
+ * type) and `data:` (the event as JSON) lines, a `: keepalive` comment when quiet. A client that
+ * reconnects with Last-Event-ID first gets what it missed; if neither this process nor the stores
+ * still hold all of it, a `reset` event says so before what is left.
  */
 export function streamEvents(
   c: Context<GatewayEnv>,
@@ -37,41 +74,80 @@ export function streamEvents(
   framing: EventFraming = {},
 ): Response {
   const frame = framing.frame ?? plainFrame;
+  const inScope = (backend: string) => framing.backends === undefined || framing.backends.includes(backend);
+  const from = lastSeen(c);
   return streamSSE(c, async (stream) => {
-    const pending: JobEvent[] = [];
+    const pending: Array<{ event: JobEvent; position: string | null }> = [];
     let wake: (() => void) | undefined;
     let closed = false;
     // Subscribed before the replay is read, so nothing falls between the two; ids drop the overlap.
-    const unsubscribe = events.subscribe((event) => {
+    const unsubscribe = events.subscribe((event, position) => {
       if (!matches(event)) return;
-      pending.push(event);
+      pending.push({ event, position });
       wake?.();
     });
     stream.onAbort(() => {
       closed = true;
       wake?.();
     });
+    const point: StreamPoint = {
+      id: events.lastId,
+      instance: events.instance,
+      positions: new Map([...events.positions()].filter(([backend]) => inScope(backend) && events.historyOf(backend))),
+    };
     let ended = false;
-    const write = async (event: JobEvent) => {
+    const write = async (event: JobEvent, position: string | null) => {
+      if (position !== null && point.positions.has(event.backend)) point.positions.set(event.backend, position);
       const { event: name, data } = frame(event);
-      await stream.writeSSE({ id: String(event.id), event: name, data: JSON.stringify(data) });
+      await stream.writeSSE({ id: formatPoint(point), event: name, data: JSON.stringify(data) });
       if (framing.endsAfter?.(event)) ended = true;
     };
-    try {
-      if (framing.greeting) await stream.write(`: ${framing.greeting}\n\n`);
-      let sent = lastSeen(c) ?? events.lastId;
-      const from = lastSeen(c);
-      if (from !== null) {
-        const replay = events.since(from);
-        if (!replay.complete)
-          await stream.writeSSE({ event: "reset", data: JSON.stringify({ reason: "older events are no longer held" }) });
-        for (const event of replay.events.filter(matches)) {
-          if (ended) break;
-          await write(event);
-          sent = event.id;
+    const done = () => closed || ended;
+
+    /** What this process still holds since `from`; false when the id is another process's or too old. */
+    const replayFromMemory = async (from: StreamPoint): Promise<boolean> => {
+      if (from.instance !== events.instance && from.instance !== null) return false;
+      const held = events.since(from.id);
+      if (!held.complete) return false;
+      for (const { event, position } of held.events) {
+        if (done()) break;
+        if (!matches(event)) continue;
+        point.id = event.id;
+        await write(event, position);
+      }
+      return true;
+    };
+
+    /** What each store history the id names holds since; false when a backend of the stream keeps none. */
+    const replayFromStores = async (from: StreamPoint): Promise<boolean> => {
+      let whole = (framing.backends ?? []).every((backend) => events.historyOf(backend) && from.positions.has(backend));
+      for (const [backend, position] of from.positions) {
+        const feed = inScope(backend) ? events.historyOf(backend) : null;
+        if (!feed?.eventsAfter) {
+          whole = false;
+          continue;
+        }
+        let after = position;
+        for (let read = 0; read < REPLAY_LIMIT && !done(); ) {
+          const page = await feed.eventsAfter(after, REPLAY_PAGE);
+          for (const { position: storedAt, ...move } of page) {
+            const event: JobEvent = { id: point.id, backend, ...move };
+            after = storedAt ?? after;
+            if (matches(event)) await write(event, storedAt);
+          }
+          read += page.length;
+          if (page.length < REPLAY_PAGE) break;
         }
       }
-      while (!closed && !ended) {
+      return whole;
+    };
+
+    try {
+      if (framing.greeting) await stream.write(`: ${framing.greeting}\n\n`);
+      if (from && !(await replayFromMemory(from)) && !(await replayFromStores(from)))
+        await stream.writeSSE({ event: "reset", data: JSON.stringify({ reason: "older events are no longer held" }) });
+      const sentUpTo = point.id;
+      while (!done()) {
         if (pending.length === 0) {
           const woken = await new Promise<boolean>((resolve) => {
             wake = () => resolve(true);
@@ -81,10 +157,10 @@ export function streamEvents(
           if (!woken && !closed) await stream.write(": keepalive\n\n");
           continue;
         }
-        const event = pending.shift()!;
-        if (event.id <= sent) continue;
-        await write(event);
-        sent = event.id;
+        const { event, position } = pending.shift() as { event: JobEvent; position: string | null };
+        if (event.id <= sentUpTo) continue;
+        point.id = event.id;
+        await write(event, position);
       }
     } finally {
       unsubscribe();

@@ -4,13 +4,15 @@ import { allowsQueue } from "../auth.js";
 import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
-import { streamEvents } from "./event-stream.js";
+import { EVENT_ID_PATTERN, streamEvents } from "./event-stream.js";
+import { mountNativeActions } from "./native-actions.js";
+import { mountMigrationRoutes } from "./native-migrations.js";
 import * as S from "./native-schemas.js";
 
 /** The canonical REST door at `/v1`: every core operation, one route each, described at /openapi.json. */
 export const nativeDoor: Door = {
   name: "native",
-  mount(app, { router, wakeups, events }) {
+  mount(app, { router, wakeups, events, backends, migrations }) {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const on = (queue: string) => router.backendFor(queue);
@@ -213,12 +215,11 @@ export const nativeDoor: Door = {
       );
     }
 
+    mountNativeActions(door, router);
+    mountMigrationRoutes(door, migrations);
+
     const EventsQuery = z.object({
-      lastId: z
-        .string()
-        .regex(/^\d{1,15}$/)
-        .optional()
-        .describe("Replay from after this event id (the Last-Event-ID header wins)."),
+      lastId: z.string().regex(EVENT_ID_PATTERN).optional().describe("Replay from after this event id (the Last-Event-ID header wins)."),
     });
     const sse = {
       description: "Server-Sent Events: `id:`, `event:` (the type) and `data:` (the event as JSON)",
@@ -234,8 +235,9 @@ export const nativeDoor: Door = {
       }),
       (c) => {
         const { queue } = c.req.valid("param");
-        router.resolve(queue);
-        return streamEvents(c, events, (event) => event.queue === queue) as never;
+        const backend = router.resolve(queue).name;
+        events.watchQueue(queue);
+        return streamEvents(c, events, (event) => event.queue === queue, { backends: [backend] }) as never;
       },
     );
     door.openapi(
@@ -246,7 +248,7 @@ export const nativeDoor: Door = {
         request: { query: EventsQuery },
         responses: { 200: sse, ...errors(400) },
       }),
-      (c) => streamEvents(c, events, (event) => allowsQueue(c, event.queue)) as never,
+      (c) => streamEvents(c, events, (event) => allowsQueue(c, event.queue), { backends: [...backends.keys()] }) as never,
     );
 
     app.route("/v1", door);

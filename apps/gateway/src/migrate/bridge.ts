@@ -1,4 +1,4 @@
-import { type AdapterDescriptor, type MigrationProgress, migrateQueue } from "@switchyard/core";
+import { type AdapterDescriptor, type Backend, type MigrationProgress, type MigrationReport, migrateQueue, pause } from "@switchyard/core";
 import { ADAPTERS } from "../adapters.js";
 import { closeBackends } from "../backends.js";
 import type { RunningBridge } from "../bridge/bridge-command.js";
@@ -49,6 +49,70 @@ function intervalOf(value: string | undefined): number {
   return ms;
 }
 
+/** What `moveWhatArrives` is told as it goes. */
+export interface ArrivalsMover {
+  source: Backend;
+  target: Backend;
+  /** A queue name or pattern; every queue of the source when left out. */
+  queue: string | undefined;
+  batchSize: number;
+  idPrefix: string | undefined;
+  intervalMs: number;
+  signal: AbortSignal;
+  onPage(queue: string, progress: MigrationProgress): void;
+  onQueueMoved(queue: string, report: MigrationReport): void;
+  onPassFailed(error: Error): void;
+  /** A pass went through every queue. */
+  onPass?(): void;
+  /** A queue's move starts (+1) or ends (-1): what a graceful stop waits for. */
+  onBusy?(change: 1 | -1): void;
+}
+
+/**
+ * The bridge's loop: moves (migrate in `move` mode) every job that reaches the source's queues to
+ * the target, pass after pass, until the signal aborts. A pass that fails (a store down) is reported
+ * and tried again after the interval; one that moved something goes again at once.
+ */
+export async function moveWhatArrives(mover: ArrivalsMover): Promise<void> {
+  const { source, target, signal } = mover;
+  const pass = async (): Promise<number> => {
+    let moved = 0;
+    for (const queue of await queuesToMove(source, mover.queue)) {
+      if (signal.aborted) break;
+      mover.onBusy?.(1);
+      try {
+        const report = await migrateQueue({
+          from: source,
+          to: target,
+          queue,
+          batchSize: mover.batchSize,
+          mode: "move",
+          signal,
+          ...(mover.idPrefix ? { idPrefix: mover.idPrefix } : {}),
+          onProgress: (progress) => {
+            if (progress.read > 0) mover.onPage(queue, progress);
+          },
+        });
+        moved += report.removed;
+        mover.onQueueMoved(queue, report);
+      } finally {
+        mover.onBusy?.(-1);
+      }
+    }
+    return moved;
+  };
+  while (!signal.aborted) {
+    let moved = 0;
+    try {
+      moved = await pass();
+      mover.onPass?.();
+    } catch (error) {
+      mover.onPassFailed(error as Error);
+    }
+    if (moved === 0 && !signal.aborted) await pause(mover.intervalMs, signal);
+  }
+}
+
 /**
  * `switchyard bridge`: moves (migrate --mode move) every job that reaches the source's queues to the
  * target, pass after pass, until stopped. A pass that fails (a store down) is reported and tried again.
@@ -69,27 +133,20 @@ export async function runCutover(
   const totals: Totals = { passes: 0, moved: 0, leftActive: 0, keptInSource: 0, doubled: [], altered: [], missing: [], clashes: [] };
   const stop = new AbortController();
   let busy = 0;
-  let wake: (() => void) | undefined;
-
-  const pass = async (): Promise<number> => {
-    let moved = 0;
-    for (const queue of await queuesToMove(source, values.queue)) {
-      if (stop.signal.aborted) break;
-      busy++;
-      try {
-        const report = await migrateQueue({
-          from: source,
-          to: target,
-          queue,
-          batchSize,
-          mode: "move",
-          signal: stop.signal,
-          ...(values.idPrefix ? { idPrefix: values.idPrefix } : {}),
-          onProgress: (progress: MigrationProgress) => {
-            if (progress.read > 0) view.page(queue, progress);
-          },
-        });
-        moved += report.removed;
+  const loop = () =>
+    moveWhatArrives({
+      source,
+      target,
+      queue: values.queue,
+      batchSize,
+      idPrefix: values.idPrefix,
+      intervalMs,
+      signal: stop.signal,
+      onPage: (queue, progress) => view.page(queue, progress),
+      onPass: () => {
+        totals.passes++;
+      },
+      onQueueMoved: (_queue, report) => {
         totals.moved += report.removed;
         totals.leftActive = report.leftActive;
         totals.keptInSource += report.keptInSource.length;
@@ -97,30 +154,12 @@ export async function runCutover(
         totals.altered.push(...report.altered);
         totals.missing.push(...report.missing);
         for (const id of report.clashes) if (!totals.clashes.includes(id)) totals.clashes.push(id);
-      } finally {
-        busy--;
-      }
-    }
-    totals.passes++;
-    return moved;
-  };
-
-  const loop = async () => {
-    while (!stop.signal.aborted) {
-      let moved = 0;
-      try {
-        moved = await pass();
-      } catch (error) {
-        io.err(`switchyard bridge: ${(error as Error).message}; trying again in ${intervalMs} ms\n`);
-      }
-      // A pass that moved something goes again at once: more may have come meanwhile.
-      if (moved === 0 && !stop.signal.aborted)
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          setTimeout(resolve, intervalMs);
-        });
-    }
-  };
+      },
+      onPassFailed: (error) => io.err(`switchyard bridge: ${error.message}; trying again in ${intervalMs} ms\n`),
+      onBusy: (change) => {
+        busy += change;
+      },
+    });
   io.err(`switchyard bridge: moving from ${from.name} to ${to.name}, looking again every ${intervalMs} ms\n`);
   const finished = loop().finally(async () => {
     view.stop();
@@ -132,7 +171,6 @@ export async function runCutover(
     finished,
     close: async () => {
       stop.abort();
-      wake?.();
       await finished;
     },
   };

@@ -58,5 +58,5 @@ export function resolveEndpoint(
   const parsed = adapter.optionsSchema.safeParse({ url });
   if (!parsed.success) throw new EndpointError(`${flag} ${base}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);
   const { url: _url, ...options } = parsed.data as Record<string, unknown>;
-  return { name: redactUrl(base), spec: { type, url, options, timeoutMs: 600_000 } };
+  return { name: redactUrl(base), spec: { type, url, options, timeoutMs: 600_000, storeEvents: false } };
 }

@@ -1,0 +1,136 @@
+import type { Backend } from "./backend.js";
+import type { JobState } from "./job.js";
+
+/** The moves of a job (and of a queue: paused, resumed) that event subscribers are told of. */
+export const JOB_EVENT_TYPES = [
+  "enqueued",
+  "delayed",
+  "active",
+  "progress",
+  "completed",
+  "failed",
+  "retrying",
+  "canceled",
+  "paused",
+  "resumed",
+] as const;
+export type JobEventType = (typeof JOB_EVENT_TYPES)[number];
+
+/**
+ * The move that left a job in `state`, for feeds that see states rather than moves (a poll): a job
+ * waiting again after an attempt is retrying; a blocked one was enqueued.
+ */
+export function eventTypeOfState(state: JobState, attempts: number): JobEventType {
+  if (state === "waiting" || state === "blocked") return attempts > 0 ? "retrying" : "enqueued";
+  if (state === "delayed") return attempts > 0 ? "retrying" : "delayed";
+  return state;
+}
+
+/** A move as the store recorded it, whoever made it (a gateway, the system's own workers). */
+export interface StoreEvent {
+  type: JobEventType;
+  queue: string;
+  /** Absent for queue events (paused, resumed). */
+  jobId?: string;
+  /** Epoch ms, as the store dated it. */
+  time: number;
+  /**
+   * Where the feed stands once this event is read, for `eventsAfter` to go on after it; null when
+   * the store keeps no history. Opaque outside the adapter.
+   */
+  position: string | null;
+}
+
+/** How a store tells of its jobs' moves, for the documentation and the operators. */
+export interface EventFeedInfo {
+  /** The store's mechanism, in its own words (`XREAD BLOCK on glide:{q}:events`, `LISTEN/NOTIFY`...). */
+  mechanism: string;
+  /** True when past events can be read again from a position (`eventsAfter`). */
+  history: boolean;
+  /**
+   * True when every move is told; false when the store tells only some (qless's `ql:log` has no
+   * `popped`, glide-mq writes no `active` for stream jobs, a poll sees only a row's latest state).
+   */
+  everyMove: boolean;
+  /** How long after a move the feed typically tells of it, in ms. */
+  latencyMs: number;
+}
+
+export interface EventWatch {
+  close(): Promise<void>;
+  /**
+   * Reads `queue` from now on if the feed did not already: for stores whose queues are found by
+   * looking (glide-mq), so a queue someone waits on is not left until the next look.
+   */
+  include?(queue: string): void;
+}
+
+export interface WatchOptions {
+  /** Start after this position (from an earlier event or `positionAt`); by default from now. */
+  after?: string;
+  /** A failed read; the watch goes on trying after a pause. */
+  onError?: (error: Error) => void;
+}
+
+/**
+ * Job events read from the store itself, so moves made by other processes are seen too. A feed may
+ * tell a move twice (a poll that overlaps, a replay); subscribers that need each move once compare
+ * positions or job states.
+ */
+export interface JobEventFeed {
+  readonly eventFeed: EventFeedInfo;
+  /** Tells `onEvent` of every move on every queue of the store from now (or after `options.after`). */
+  watchEvents(onEvent: (event: StoreEvent) => void, options?: WatchOptions): EventWatch;
+  /** Up to `limit` recorded events after `position`, oldest first; only when `eventFeed.history`. */
+  eventsAfter?(position: string, limit: number): Promise<StoreEvent[]>;
+  /** The position just before the moves made from `time` (epoch ms) on; only when `eventFeed.history`. */
+  positionAt?(time: number): string;
+}
+
+export function hasEventFeed(backend: Backend): backend is Backend & JobEventFeed {
+  const feed = backend as Partial<JobEventFeed>;
+  return typeof feed.watchEvents === "function" && typeof feed.eventFeed === "object";
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts or the `wake` it is handed is called. */
+export function pause(ms: number, signal: AbortSignal, onWake?: (wake: () => void) => void): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    onWake?.(done);
+  });
+}
+
+/**
+ * A watch that reads in rounds (a poll, a blocking read), pausing `retryMs` after a failed round,
+ * until closed. `round` resolves when it has read what there was; `signal` aborts at close.
+ */
+export function watchInRounds(
+  round: (signal: AbortSignal) => Promise<void>,
+  options: { pauseMs: number; retryMs?: number; onError?: (error: Error) => void },
+): EventWatch {
+  const controller = new AbortController();
+  const loop = (async () => {
+    while (!controller.signal.aborted) {
+      try {
+        await round(controller.signal);
+        if (options.pauseMs > 0) await pause(options.pauseMs, controller.signal);
+      } catch (error) {
+        if (controller.signal.aborted) break;
+        options.onError?.(error as Error);
+        await pause(options.retryMs ?? 1_000, controller.signal);
+      }
+    }
+  })();
+  return {
+    close: async () => {
+      controller.abort();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,153 @@
+import { type JobEventFeed, type JobEventType, type StoreEvent, pause, watchInRounds } from "@switchyard/core";
+import type { Redis } from "ioredis";
+import { flatToRecord } from "./codec.js";
+import { queueKeys } from "./keys.js";
+import { queueNames } from "./listing.js";
+import { type RedisClient, isCluster } from "./scripts.js";
+
+/**
+ * glide-mq's events stream (`<prefix>:{q}:events`, trimmed to about 1,000 entries) as a job event
+ * feed. glide-mq writes no `active` event for jobs read from its stream (spec 2.7), so the feed does
+ * not tell every move. Entry ids are `<ms>-<seq>`, so a position is an entry id and a time is one too.
+ */
+
+/** How glide-mq names the moves that are job events here; the others (drained, cleaned...) are not. */
+const GLIDE_EVENT_TYPES: Record<string, JobEventType> = {
+  added: "enqueued",
+  promoted: "enqueued",
+  active: "active",
+  progress: "progress",
+  completed: "completed",
+  failed: "failed",
+  retrying: "retrying",
+  stalled: "retrying",
+  "delay-changed": "delayed",
+  removed: "canceled",
+  revoked: "canceled",
+  paused: "paused",
+  resumed: "resumed",
+};
+
+/** How often new queues are looked for (a SCAN of the keyspace); their events since then are read. */
+const DISCOVERY_MS = 5_000;
+/** How long one blocking read waits (standalone), which is also how soon an included queue is read. */
+const BLOCK_MS = 250;
+const CLUSTER_POLL_MS = 100;
+const READ_COUNT = 500;
+
+type StreamReply = Array<[key: string, entries: Array<[id: string, fields: string[]]>]> | null;
+
+const timeOf = (entryId: string) => Number(entryId.slice(0, entryId.indexOf("-")));
+
+function toEvent(queue: string, entryId: string, fields: string[]): StoreEvent | null {
+  const entry = flatToRecord(fields);
+  const type = GLIDE_EVENT_TYPES[entry.event ?? ""];
+  if (!type) return null;
+  const queueEvent = type === "paused" || type === "resumed";
+  return {
+    type,
+    queue,
+    ...(queueEvent || entry.jobId === undefined ? {} : { jobId: entry.jobId }),
+    time: timeOf(entryId),
+    position: entryId,
+  };
+}
+
+export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string): JobEventFeed {
+  const eventsKey = (queue: string) => queueKeys(queue, prefix).events;
+  const positionAt = (time: number) => `${Math.max(0, Math.floor(time) - 1)}-18446744073709551615`;
+
+  return {
+    eventFeed: {
+      mechanism: "XREAD BLOCK on each queue's glide-mq events stream (polled every 100 ms on a cluster); new queues found every 5 s",
+      history: true,
+      everyMove: false,
+      latencyMs: 1,
+    },
+
+    positionAt,
+
+    async eventsAfter(position, limit) {
+      const redis = await ready();
+      const queues = await queueNames(redis, prefix);
+      const read = await Promise.all(
+        queues.map(async (queue) => {
+          const entries = (await redis.xrange(eventsKey(queue), `(${position}`, "+", "COUNT", limit)) as Array<[string, string[]]>;
+          return entries.map(([id, fields]) => toEvent(queue, id, fields));
+        }),
+      );
+      const byId = (a: StoreEvent, b: StoreEvent) => {
+        const [am, as] = (a.position as string).split("-").map(Number) as [number, number];
+        const [bm, bs] = (b.position as string).split("-").map(Number) as [number, number];
+        return am - bm || as - bs;
+      };
+      return read
+        .flat()
+        .filter((event): event is StoreEvent => event !== null)
+        .sort(byId)
+        .slice(0, limit);
+    },
+
+    watchEvents(onEvent, options = {}) {
+      const start = options.after ?? positionAt(Date.now());
+      const after = new Map<string, string>();
+      let discoveredAt = 0;
+      let reader: Redis | undefined;
+
+      const discover = async (redis: RedisClient) => {
+        const now = Date.now();
+        if (now - discoveredAt < DISCOVERY_MS) return;
+        // A queue first seen now is read from the previous look, so its first events are not missed.
+        const from = discoveredAt === 0 ? start : positionAt(discoveredAt);
+        discoveredAt = now;
+        for (const queue of await queueNames(redis, prefix)) if (!after.has(queue)) after.set(queue, from);
+      };
+      const deliver = (reply: StreamReply, queueOfKey: Map<string, string>) => {
+        for (const [key, entries] of reply ?? []) {
+          const queue = queueOfKey.get(key) as string;
+          for (const [id, fields] of entries) {
+            after.set(queue, id);
+            const event = toEvent(queue, id, fields);
+            if (event) onEvent(event);
+          }
+        }
+      };
+
+      const watch = watchInRounds(
+        async (signal) => {
+          const redis = await ready();
+          await discover(redis);
+          if (after.size === 0) return await pause(CLUSTER_POLL_MS, signal);
+          const queueOfKey = new Map([...after.keys()].map((queue) => [eventsKey(queue), queue]));
+          if (isCluster(redis)) {
+            // Keys of different queues live in different slots: one non-blocking read per queue.
+            const replies = await Promise.all(
+              [...after].map(([queue, id]) => redis.xread("COUNT", READ_COUNT, "STREAMS", eventsKey(queue), id) as Promise<StreamReply>),
+            );
+            for (const reply of replies) deliver(reply, queueOfKey);
+            await pause(CLUSTER_POLL_MS, signal);
+            return;
+          }
+          // A blocking read holds its connection, so it has one of its own.
+          reader ??= (redis as Redis).duplicate();
+          if (signal.aborted) return;
+          const keys = [...after.keys()].map(eventsKey);
+          const reply = (await reader.xread("COUNT", READ_COUNT, "BLOCK", BLOCK_MS, "STREAMS", ...keys, ...after.values())) as StreamReply;
+          deliver(reply, queueOfKey);
+        },
+        { pauseMs: 0, ...(options.onError ? { onError: options.onError } : {}) },
+      );
+      return {
+        include(queue) {
+          if (!after.has(queue)) after.set(queue, positionAt(Date.now() - BLOCK_MS));
+        },
+        close: async () => {
+          // A blocked read ends with its connection; the round then sees the watch closed.
+          const closing = watch.close();
+          reader?.disconnect();
+          await closing;
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,151 @@
+import { type EventWatch, type JobEventFeed, type StoreEvent, eventTypeOfState, pause, watchInRounds } from "@switchyard/core";
+import type { JobRow } from "./columns.js";
+import type { Store } from "./options.js";
+import { dateMs, jobIdOf, sqlDate, stateOf } from "./row.js";
+
+/**
+ * Job events read from the `jobs` table by change time: every write Switchyard makes sets
+ * `updated_at` (indexed), so the rows changed since the last look are the moves. A look sees a row's
+ * latest state only (two moves between looks are one event), and workqd and rjqueue never set
+ * `updated_at`, so their claims and finishes are not seen. PostgreSQL is looked at as soon as a
+ * statement trigger's NOTIFY says the table changed; SQLite and MySQL/MariaDB on a timer.
+ */
+
+/** How often the table is looked at without a NOTIFY (PostgreSQL's safety net, the others' pace). */
+const POLL_MS = { sqlite: 250, mysql: 500, postgres: 5_000 } as const;
+/**
+ * Each look reads again the rows changed this long before the newest change it saw: `updated_at`
+ * has whole seconds on SQLite and MySQL, and a transaction may commit after a later-dated one.
+ */
+const OVERLAP_MS = 2_000;
+const PAGE = 500;
+
+/** The NOTIFY channel of a table's changes (see `installChangeTrigger`). */
+export const changeChannel = (table: string) => `switchyard_${table}`;
+
+function eventOf(row: JobRow, store: Store, now: number): StoreEvent {
+  const type = eventTypeOfState(stateOf(row, now), row.attempts ?? 0);
+  const time = dateMs(row.updated_at) ?? now;
+  return { type, queue: row.sy_queue ?? store.defaultQueue, jobId: jobIdOf(row), time, position: `${time}:${row.id}` };
+}
+
+const parsePosition = (position: string): { time: number; id: number } => {
+  const [time, id] = position.split(":").map(Number);
+  return { time: Number.isFinite(time) ? (time as number) : 0, id: Number.isFinite(id) ? (id as number) : 0 };
+};
+
+const COLUMNS = ["id", "status", "attempts", "locked_queue_id", "sy_queue", "sy_job_id", "sy_run_at", "sy_canceled_ms", "updated_at"];
+
+/** Rows changed at `since` or later (after the row `after`, as read), oldest change first. */
+function changedSince(store: Store, since: number, limit: number, after?: JobRow): Promise<JobRow[]> {
+  const columns = store.layout.rjqueueLocked ? [...COLUMNS, "locked"] : COLUMNS;
+  const query = store.knex(store.table).select(columns);
+  if (after)
+    query.where((q) =>
+      q
+        .where("updated_at", ">", after.updated_at as string)
+        .orWhere((same) => same.where("updated_at", after.updated_at as string).andWhere("id", ">", after.id)),
+    );
+  else query.where("updated_at", ">=", sqlDate(store, since));
+  return query.orderBy([{ column: "updated_at" }, { column: "id" }]).limit(limit) as Promise<JobRow[]>;
+}
+
+/** Waits for PostgreSQL to say the table changed, on a connection of its own outside the pool. */
+async function listen(store: Store, onChange: () => void): Promise<() => Promise<void>> {
+  const client = store.knex.client as {
+    acquireRawConnection(): Promise<{ query(sql: string): Promise<unknown>; on(event: "notification", listener: () => void): void }>;
+    destroyRawConnection(connection: unknown): Promise<void>;
+  };
+  const connection = await client.acquireRawConnection();
+  connection.on("notification", onChange);
+  await connection.query(`LISTEN ${changeChannel(store.table)}`);
+  return () => client.destroyRawConnection(connection);
+}
+
+export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required<JobEventFeed> {
+  return {
+    eventFeed: {
+      mechanism:
+        store.dialect === "postgres"
+          ? "LISTEN/NOTIFY (a statement trigger on the table), then the rows changed since, by updated_at"
+          : `the rows changed since the last look, by updated_at, every ${POLL_MS[store.dialect]} ms`,
+      history: true,
+      everyMove: false,
+      latencyMs: store.dialect === "postgres" ? 5 : POLL_MS[store.dialect],
+    },
+
+    // Dates may be whole seconds (SQLite, MySQL): a time's position is before its whole second.
+    positionAt: (time) => `${Math.floor(time / 1000) * 1000 - 1}:${Number.MAX_SAFE_INTEGER}`,
+
+    async eventsAfter(position, limit) {
+      await ready();
+      const after = parsePosition(position);
+      // A position is a row's stored change time and id, so the keyset compares them as stored.
+      const rows = await changedSince(store, after.time, limit, { updated_at: sqlDate(store, after.time), id: after.id } as JobRow);
+      const now = Date.now();
+      return rows.map((row) => eventOf(row, store, now));
+    },
+
+    watchEvents(onEvent, options = {}) {
+      const start = options.after ? 0 : Date.now();
+      let since = options.after ? parsePosition(options.after).time : start;
+      /** What each row in the overlap was last told as, so a row read again is not told again. */
+      const told = new Map<string, { key: string; time: number }>();
+      let changed: (() => void) | undefined;
+      let stopListening: (() => Promise<void>) | undefined;
+
+      const look = async () => {
+        const now = Date.now();
+        const from = since - OVERLAP_MS;
+        for (let last: JobRow | undefined; ; ) {
+          const rows = await changedSince(store, from, PAGE, last);
+          for (const row of rows) {
+            const event = eventOf(row, store, now);
+            const key = `${event.type}:${String(row.updated_at)}:${row.attempts ?? 0}`;
+            if (told.get(String(row.id))?.key === key) continue;
+            told.set(String(row.id), { key, time: event.time });
+            since = Math.max(since, event.time);
+            // What changed before the watch began is not news (unless asked for, with `after`);
+            // dates may be whole seconds, so the start's second counts as after it.
+            if (event.time >= start - (start % 1000)) onEvent(event);
+          }
+          if (rows.length < PAGE) break;
+          last = rows[rows.length - 1];
+        }
+        for (const [id, entry] of told) if (entry.time < since - 2 * OVERLAP_MS) told.delete(id);
+      };
+
+      const watch: EventWatch = watchInRounds(
+        async (signal) => {
+          await ready();
+          if (store.dialect === "postgres" && !stopListening) stopListening = await listen(store, () => changed?.());
+          await look();
+          if (signal.aborted) return;
+          // A NOTIFY (PostgreSQL) ends the pause early.
+          await pause(POLL_MS[store.dialect], signal, (wake) => {
+            changed = wake;
+          });
+        },
+        { pauseMs: 0, ...(options.onError ? { onError: options.onError } : {}) },
+      );
+      return {
+        close: async () => {
+          await watch.close();
+          await stopListening?.();
+        },
+      };
+    },
+  };
+}
+
+/** A statement trigger that NOTIFYs the table's channel after each write, whoever wrote. */
+export async function installChangeTrigger(store: Store): Promise<void> {
+  const { knex, table } = store;
+  const trigger = `${table}_sy_notify`;
+  const present = await knex.raw("select 1 from pg_trigger where tgname = ?", [trigger]);
+  if ((present as { rows: unknown[] }).rows.length > 0) return;
+  await knex.raw(
+    `create or replace function ${trigger}() returns trigger language plpgsql as $$ begin perform pg_notify('${changeChannel(table)}', ''); return null; end $$`,
+  );
+  await knex.raw(`create trigger ${trigger} after insert or update on ?? for each statement execute function ${trigger}()`, [table]);
+}
