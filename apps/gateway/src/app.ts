@@ -44,8 +44,10 @@ export interface Gateway {
   backends: Map<string, NamedBackend>;
   /** The reservers parked in long polls, and what wakes them. */
   wakeups: Wakeups;
-  /** The lifecycle events of the jobs that go through this gateway. */
+  /** The lifecycle events of the jobs on every backend. */
   events: JobEvents;
+  /** The configured tokens, for doors that are not HTTP (the RESP door's AUTH). */
+  auth: TokenAuth;
   /** The Worker Queue door's UDP port, when `doors.workerqueue.udp` turns it on. */
   wakeListener: WakeListener | null;
   /** Closes every backend; safe to call twice. */
@@ -200,6 +202,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     backends,
     wakeups,
     events,
+    auth,
     wakeListener,
     close: () => {
       closing ??= Promise.all([wakeListener?.close(), events.close(), migrations.close()])

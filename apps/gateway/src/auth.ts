@@ -184,6 +184,11 @@ export function requireAccess(c: Context<GatewayEnv>, door: string, access: Acce
         taken.retryAfterSeconds,
       );
   }
+  checkAccess(principal, door, access, queue);
+}
+
+/** What a known token may do: its level, its doors and its queue patterns (403 naming what is missing). */
+export function checkAccess(principal: Principal, door: string, access: Access, queue?: string): void {
   if (RANK[principal.access] < RANK[access]) {
     throw new AuthError(403, `token "${principal.name}" has ${principal.access} access; this needs ${access}`);
   }

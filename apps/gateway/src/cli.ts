@@ -33,9 +33,9 @@ const defaultIo: CliIo = {
 /** Hosts only this machine can reach: no warning for serving them without tokens. */
 const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
 
-function parsePort(value: string): number {
+function parsePort(value: string, flag = "--port"): number {
   const port = Number(value);
-  if (!/^\d+$/.test(value) || port > 65535) throw new ConfigError(`--port must be a number from 0 to 65535, got "${value}"`);
+  if (!/^\d+$/.test(value) || port > 65535) throw new ConfigError(`${flag} must be a number from 0 to 65535, got "${value}"`);
   return port;
 }
 
@@ -46,18 +46,23 @@ function parseLogLevel(value: string): LogLevel {
 }
 
 async function serve(
-  options: { port?: string; host?: string; config?: string; logLevel?: string },
+  options: { port?: string; host?: string; config?: string; logLevel?: string; respPort?: string },
   io: CliIo,
   adapters: readonly AdapterDescriptor[],
 ) {
   const configPath = options.config ?? io.env.SWITCHYARD_CONFIG;
-  const config = await loadConfig(configPath, adapters);
+  const loaded = await loadConfig(configPath, adapters);
+  const config =
+    options.respPort === undefined
+      ? loaded
+      : { ...loaded, doors: { ...loaded.doors, resp: { ...loaded.doors.resp, port: parsePort(options.respPort, "--resp-port") } } };
   const port = parsePort(options.port ?? io.env.PORT ?? String(DEFAULT_PORT));
   const host = options.host ?? io.env.HOST ?? DEFAULT_HOST;
   const logger = createLogger(parseLogLevel(options.logLevel ?? io.env.LOG_LEVEL ?? "info"), io.logTo);
   const server = await startServer({ config, port, host, env: io.env, adapters, logger });
   const backends = Object.entries(config.backends).map(([name, spec]) => `${name}=${spec.type} ${redactUrl(spec.url)}`);
   io.out(`switchyard listening on ${server.url} (config: ${configPath ?? "built-in default"}; backends: ${backends.join(", ")})\n`);
+  if (server.respPort !== null) io.out(`switchyard RESP door (qless clients) on ${config.doors.resp.host}:${server.respPort}\n`);
   if (config.auth.tokens.length === 0 && !LOOPBACK.has(host)) {
     io.err(
       `switchyard: warning: listening on ${host} with no auth.tokens configured: every door is open to anyone who can reach this port\n`,
@@ -86,6 +91,7 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .option("-H, --host <addr>", `address to bind (env HOST; default ${DEFAULT_HOST})`)
     .option("-c, --config <path>", "YAML or JSON configuration (env SWITCHYARD_CONFIG)")
     .option("--log-level <level>", `one JSON line per request at info; ${LOG_LEVELS.join(", ")} (env LOG_LEVEL; default info)`)
+    .option("--resp-port <n>", "also listen for qless clients over the Redis protocol on this port (doors.resp; off by default)")
     .addHelpText("after", DOORS)
     .action(async (options) => done(await serve(options, io, adapters)));
   cli
@@ -98,6 +104,10 @@ function program(io: CliIo, adapters: readonly AdapterDescriptor[], done: (runni
     .option("--target-queue <q2>", "the queue's name on the target, with one --queue (default: the same name)")
     .option("--states <list>", "only jobs in these states, e.g. waiting,delayed (default: all)")
     .option("--mode <mode>", "copy (default) leaves the source as it was; move deletes each job from it once the target holds it")
+    .option(
+      "--wait-active <seconds>",
+      "with --mode move: at the end, wait up to this long for jobs that were active to finish, and move them too",
+    )
     .option("--batch-size <n>", "jobs per page (default 1000)")
     .option("--dry-run", "print what would move per queue and state, and what the target cannot hold; write nothing")
     .option("--resume", "continue the migration the checkpoint file records")

@@ -67,7 +67,14 @@ const GlidemqDoorSchema = z.strictObject({
   mountAtRoot: z.boolean().default(false),
 });
 
+const RespDoorSchema = z.strictObject({
+  /** The Redis-protocol listener for qless clients (`switchyard serve --resp-port`); off when null. */
+  port: z.number().int().min(0).max(65535).nullable().default(null),
+  host: z.string().min(1).default("127.0.0.1"),
+});
+
 const DoorsSchema = z.strictObject({
+  resp: RespDoorSchema.default(RespDoorSchema.parse({})),
   glidemq: GlidemqDoorSchema.default(GlidemqDoorSchema.parse({})),
   cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
   workerqueue: WorkerQueueDoorSchema.default(WorkerQueueDoorSchema.parse({})),

@@ -2,6 +2,8 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { type Gateway, type GatewayOptions, createGateway } from "./app.js";
+import { createLogger } from "./request-log.js";
+import { type RunningRespServer, startRespServer } from "./resp/server.js";
 
 export interface ServerOptions extends GatewayOptions {
   /** 0 picks a free port. */
@@ -16,6 +18,8 @@ export interface RunningServer {
   /** e.g. http://127.0.0.1:8080 */
   url: string;
   port: number;
+  /** The RESP door's port, when `doors.resp.port` turns it on. */
+  respPort: number | null;
   /** Requests received and not yet answered. */
   inFlight(): number;
   /** Stops accepting connections, lets in-flight requests finish, then closes every backend. */
@@ -50,6 +54,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await gateway.close();
     throw error;
   }
+  const { resp } = gateway.config.doors;
+  let respServer: RunningRespServer | null = null;
+  try {
+    if (resp.port !== null)
+      respServer = await startRespServer(gateway, { port: resp.port, host: resp.host, logger: options.logger ?? createLogger("warn") });
+  } catch (error) {
+    server.close();
+    await gateway.close();
+    throw error;
+  }
 
   const { port } = server.address() as AddressInfo;
   const host = options.host ?? DEFAULT_HOST;
@@ -62,7 +76,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const sweeper = setInterval(() => server.closeIdleConnections(), 50);
     const deadline = setTimeout(() => server.closeAllConnections(), options.shutdownTimeoutMs ?? 10_000);
     try {
-      await closed;
+      await Promise.all([closed, respServer?.close()]);
     } finally {
       clearInterval(sweeper);
       clearTimeout(deadline);
@@ -74,6 +88,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     gateway,
     url: `http://${shownHost}:${port}`,
     port,
+    respPort: respServer?.port ?? null,
     inFlight: () => inFlight,
     close: () => {
       closing ??= shutdown();

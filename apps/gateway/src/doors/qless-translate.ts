@@ -114,6 +114,10 @@ function remainingRetries(job: Job): number {
 }
 
 /** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
+/** qless's failure for a job whose retries ran out in `queue`. */
+const exhaustedGroup = (queue: string) => `failed-retries-${queue}`;
+const exhaustedMessage = (queue: string) => `Job exhausted retries in queue "${queue}"`;
+
 export function qlessJob(job: Job): Record<string, unknown> {
   const worker = job.lease?.worker ?? "";
   const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
@@ -122,9 +126,14 @@ export function qlessJob(job: Job): Record<string, unknown> {
   if (job.finishedAt !== null && job.state === "failed") {
     history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "" });
   }
-  const failure = job.error
-    ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
-    : {};
+  // A retry given no reason keeps qless's exhaustion words ready (see `retry`); until the job has
+  // failed for good, qless shows no failure for it.
+  const unexplainedRetry =
+    job.state !== "failed" && job.error?.group === exhaustedGroup(job.queue) && job.error.message === exhaustedMessage(job.queue);
+  const failure =
+    job.error && !unexplainedRetry
+      ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
+      : {};
   return {
     jid: job.id,
     klass: job.name,
@@ -214,8 +223,8 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const jid = required("retry", "Retry", args, 0, "jid");
     const worker = required("retry", "Retry", args, 2, "worker");
     const delay = numeric("retry", "Retry", args[3] ?? 0, "delay");
-    const group = args[4] === undefined ? `failed-retries-${queue}` : String(args[4]);
-    const message = args[5] === undefined ? `Job exhausted retries in queue "${queue}"` : String(args[5]);
+    const group = args[4] === undefined ? exhaustedGroup(queue) : String(args[4]);
+    const message = args[5] === undefined ? exhaustedMessage(queue) : String(args[5]);
     const job = await backend.fail(queue, jid, { worker, error: { group, message }, retryDelay: Math.max(0, Math.round(delay * 1000)) });
     // qless answers the retries left after this one, negative once the job has failed for good.
     return job.state === "failed" ? -1 : remainingRetries(job);

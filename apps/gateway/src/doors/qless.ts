@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { type Backend, type QlessCommands, ValidationError, hasQlessCommands } from "@switchyard/core";
+import { type Backend, type QlessCommands, QueueNameSchema, ValidationError, hasQlessCommands } from "@switchyard/core";
 import { type Access, requireAccess } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { errorFormat, limitBody } from "../http.js";
@@ -9,27 +9,40 @@ import type { Door } from "./door.js";
 import { Json } from "./native-schemas.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
 
+/**
+ * Arguments that no store would keep as they were sent are refused before any script runs: a lone
+ * UTF-16 surrogate has no UTF-8 form (Redis would get U+FFFD, so a jid or worker would change on the
+ * way in), and NUL is refused in names and ids on every other door. qless's own rules do the rest.
+ */
+function storableArgs(args: Array<string | number>, ctx: z.RefinementCtx): void {
+  args.forEach((arg, index) => {
+    if (typeof arg !== "string") return;
+    if (/\p{Cs}/u.test(arg))
+      ctx.addIssue({ code: "custom", path: [index], message: "must be valid Unicode text (it holds a lone UTF-16 surrogate)" });
+    if (arg.includes("\u0000")) ctx.addIssue({ code: "custom", path: [index], message: "must not contain NUL characters" });
+  });
+}
+
 /** `POST /qless/:command` body: the args a qless client passes after `now`, and optionally `now` and a queue. */
 const QlessBody = z
   .object({
     args: z
       .array(z.union([z.string(), z.number()]))
+      .superRefine(storableArgs)
       .default([])
       .describe("The arguments a qless client passes to the script after `now`."),
     now: z
       .union([z.number(), z.string()])
       .optional()
       .describe("Float epoch seconds; the gateway's clock when absent. Only qless-redis backends see it."),
-    queue: z
-      .string()
-      .min(1)
-      .optional()
-      .describe("For commands that take only jids or nothing: a queue routed to the backend that runs them."),
+    queue: QueueNameSchema.optional().describe(
+      "For commands that take only jids or nothing: a queue routed to the backend that runs them.",
+    ),
   })
   .openapi("QlessRequest");
 
 /** qless-core's API (qless.lua's dispatch table); anything else is refused before it reaches a store. */
-const QLESS_COMMANDS = [
+export const QLESS_COMMANDS = [
   "cancel",
   "complete",
   "config.get",
@@ -104,7 +117,7 @@ const ADMIN_COMMANDS = new Set([
 ]);
 
 /** The token access a qless command needs: read, write (what producers and workers do) or admin. */
-function accessOf(command: string, args: QlessArgs): Access {
+export function accessOf(command: string, args: QlessArgs): Access {
   if (READ_COMMANDS.has(command) || (command === "tag" && (args[0] === "get" || args[0] === "top"))) return "read";
   return ADMIN_COMMANDS.has(command) ? "admin" : "write";
 }
@@ -142,7 +155,7 @@ const JSON_REPLIES = new Set([
   "recur.untag",
 ]);
 
-function queuesNamed(command: string, args: QlessArgs): string[] {
+export function queuesNamed(command: string, args: QlessArgs): string[] {
   const named = (value: string | number | undefined) => (value === undefined || value === "" ? [] : [String(value)]);
   if (QUEUE_LIST_COMMANDS.has(command)) return args.flatMap(named);
   // `jobs complete [offset count]` is global; `jobs <state> <queue> ...` names the queue.
@@ -158,21 +171,25 @@ function queuesNamed(command: string, args: QlessArgs): string[] {
 /** Parses JSON-text replies so the client gets JSON; integers, nil (null) and multi-bulk lists stay as they are. */
 export function shapeReply(command: string, args: QlessArgs, reply: unknown): unknown {
   if (typeof reply !== "string") return reply;
-  const json = JSON_REPLIES.has(command) || (command === "config.get" && args.length === 0);
-  return json ? JSON.parse(reply) : reply;
+  return isJsonReply(command, args) ? JSON.parse(reply) : reply;
+}
+
+/** Whether qless's script answers `command` with JSON text (a document or a list) rather than a bare value. */
+export function isJsonReply(command: string, args: QlessArgs): boolean {
+  return JSON_REPLIES.has(command) || (command === "config.get" && args.length === 0);
 }
 
 function asQless(backend: Backend): QlessCommands | undefined {
   return hasQlessCommands(backend) ? backend : undefined;
 }
 
-type Target = { qless: QlessCommands } | { backend: Backend; queue: string };
+export type Target = { qless: QlessCommands } | { backend: Backend; queue: string };
 
 /**
  * Picks where a command runs: the backend of the queue it names (all named queues must share
  * one), else the body's `queue`, else the only qless-redis backend of the config.
  */
-function resolveTarget(
+export function resolveTarget(
   router: QueueRouter,
   backends: Map<string, NamedBackend>,
   command: string,

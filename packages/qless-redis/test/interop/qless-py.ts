@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { qlessScript } from "../../src/script.js";
@@ -43,6 +43,22 @@ export type PyResult = { ok?: unknown; error?: string };
 export function qlessPy(url: string, script: string, ops: PyOp[]): PyResult[] {
   const out = execFileSync(PYTHON, [DRIVER, url, script], { input: JSON.stringify(ops), encoding: "utf8" });
   return JSON.parse(out) as PyResult[];
+}
+
+/** As `qlessPy`, without blocking: for a server in this same process (the gateway's RESP door). */
+export function qlessPyAsync(url: string, script: string, ops: PyOp[]): Promise<PyResult[]> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(PYTHON, [DRIVER, url, script], { stdio: ["pipe", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+    });
+    child.on("error", reject);
+    child.on("close", (code) =>
+      code === 0 ? resolve(JSON.parse(out) as PyResult[]) : reject(new Error(`qless-py driver exited ${code}`)),
+    );
+    child.stdin.end(JSON.stringify(ops));
+  });
 }
 
 /** Runs one operation and returns its value, failing on a qless error. */

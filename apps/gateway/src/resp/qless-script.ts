@@ -1,0 +1,145 @@
+import { QlessCommandError, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
+import { AuthError } from "../auth.js";
+import type { NamedBackend } from "../backends.js";
+import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
+import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
+import type { QueueRouter } from "../router.js";
+import { RespError, type RespValue } from "./protocol.js";
+
+/**
+ * qless over RESP: a qless client (qless-py, qless-ruby) loads qless-core's script and calls it with
+ * `EVALSHA <sha> 0 <command> <now> <args...>`. The door never runs the script: it recognises it and
+ * sends each command where the qless door would (doors/qless.ts), verbatim to a qless-redis store, or
+ * translated onto any other backend (qless-translate.ts), with the reply shaped as the script shapes
+ * it: JSON text for documents and lists, bare strings and integers otherwise.
+ */
+
+/**
+ * qless-core's script (any version) or Switchyard's own: recognised by what it does, not by its text
+ * or sha, since every client ships its own copy. Each defines the core commands and keeps `ql:` keys.
+ */
+export function isQlessScript(source: string): boolean {
+  return (
+    source.length > 10_000 &&
+    source.includes("ql:") &&
+    ["put", "pop", "heartbeat", "complete", "fail"].every((command) => new RegExp(`['".]${command}\\b`).test(source))
+  );
+}
+
+/** How a loaded copy of the script takes its arguments. */
+export interface QlessDialect {
+  /**
+   * qless-core before its `put` took a worker (the copy qless-py 0.11.4 ships): `put queue jid ...`
+   * rather than `put worker queue jid ...`. Every other command is the same in both.
+   */
+  putWithoutWorker: boolean;
+}
+
+export function qlessDialectOf(source: string): QlessDialect {
+  return { putWithoutWorker: /\.put\s*=\s*function\s*\(\s*now\s*,\s*queue\b/.test(source) };
+}
+
+/** What the qless commands need from the gateway, and who is asking. */
+export interface QlessCallContext {
+  router: QueueRouter;
+  backends: Map<string, NamedBackend>;
+  jids: JidQueues;
+  /** Throws AuthError when the connection's token may not run a command of this access on `queue`. */
+  authorize(access: ReturnType<typeof accessOf>, queue?: string): void;
+}
+
+/** Where the jid sits among a command's args, for commands that name a job and no queue. */
+function jidOf(command: string, args: QlessArgs): string | undefined {
+  const at = command === "tag" || command === "track" ? 1 : 0;
+  const value = args[at];
+  return value === undefined || value === "" ? undefined : String(value);
+}
+
+const REMEMBERED_JIDS = 100_000;
+
+/**
+ * The queue of each jid this door has seen (put, popped, peeked, read): qless commands such as
+ * heartbeat and complete name only the jid, and a backend other than qless-redis needs the queue.
+ * A jid not seen is looked for in every queue of the backends (slow, but only once).
+ */
+export class JidQueues {
+  readonly #queues = new Map<string, string>();
+
+  constructor(private readonly backends: Map<string, NamedBackend>) {}
+
+  remember(jid: string, queue: string): void {
+    this.#queues.delete(jid);
+    this.#queues.set(jid, queue);
+    if (this.#queues.size > REMEMBERED_JIDS) this.#queues.delete(this.#queues.keys().next().value as string);
+  }
+
+  /** Notes the jids and queues of a reply that lists jobs (pop, peek, get, multiget). */
+  rememberReply(reply: RespValue): void {
+    if (typeof reply !== "string" || (!reply.startsWith("[") && !reply.startsWith("{"))) return;
+    const parsed = JSON.parse(reply) as unknown;
+    for (const job of Array.isArray(parsed) ? parsed : [parsed])
+      if (job && typeof job === "object" && typeof job.jid === "string" && typeof job.queue === "string") this.remember(job.jid, job.queue);
+  }
+
+  async queueOf(jid: string): Promise<string | undefined> {
+    const known = this.#queues.get(jid);
+    if (known !== undefined) return known;
+    for (const { backend } of this.backends.values())
+      for (const queue of await backend.queues())
+        if (await backend.get(queue, jid)) {
+          this.remember(jid, queue);
+          return queue;
+        }
+    return undefined;
+  }
+}
+
+/** JSON text as Lua's cjson writes it: an empty list is `{}` (cjson cannot tell an empty table from an object). */
+const cjsonText = (value: unknown) => JSON.stringify(value, (_key, item) => (Array.isArray(item) && item.length === 0 ? {} : item));
+
+/** A reply of the translated commands, back in the script's shape. */
+function asScriptReply(command: string, args: QlessArgs, value: unknown): RespValue {
+  if (value === undefined || value === null) return null;
+  if (isJsonReply(command, args) || (typeof value === "object" && !Array.isArray(value))) return cjsonText(value);
+  if (Array.isArray(value)) return value.map((item) => asScriptReply("", [], item));
+  return value as RespValue;
+}
+
+/** Redis's words for an error a script raised, with qless's message in them (qless clients show it). */
+function scriptError(error: unknown): RespError {
+  if (error instanceof AuthError) return new RespError(`NOPERM ${error.message}`);
+  if (error instanceof QlessCommandError) return new RespError(`ERR ${error.message}`);
+  if (isSwitchyardError(error)) return new RespError(`ERR ${error.code}: ${error.message}`);
+  return new RespError(`ERR ${(error as Error).message}`);
+}
+
+/** Runs one call of the script: `keys` must be empty, `argv` is `[command, now, ...args]`. */
+export async function runQlessCall(context: QlessCallContext, dialect: QlessDialect, keys: string[], argv: string[]): Promise<RespValue> {
+  try {
+    if (keys.length > 0) return new RespError("ERR No Keys should be provided");
+    const [command, now, ...given] = argv;
+    // An older client's put is given the empty worker its script would have had.
+    const args = command === "put" && dialect.putWithoutWorker ? ["", ...given] : given;
+    if (command === undefined) return new RespError("ERR Must provide a command");
+    if (!(QLESS_COMMANDS as readonly string[]).includes(command)) return new RespError(`ERR Unknown command ${command}`);
+    const access = accessOf(command, args);
+    context.authorize(access);
+    for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
+    const named = queuesNamed(command, args);
+    // One qless-redis store needs no queue to run a jid's command; anything else is found by the jid's queue.
+    const oneQlessStore = context.backends.size === 1 && [...context.backends.values()].every(({ backend }) => hasQlessCommands(backend));
+    const jid = named.length === 0 && !oneQlessStore ? jidOf(command, args) : undefined;
+    const jobQueue = jid === undefined ? undefined : await context.jids.queueOf(jid);
+    if (jobQueue !== undefined) context.authorize(access, jobQueue);
+    const target = resolveTarget(context.router, context.backends, command, args, jobQueue);
+    const reply =
+      "qless" in target
+        ? ((await target.qless.qless(command, now ?? Date.now() / 1000, ...args)) as RespValue)
+        : asScriptReply(command, args, await runTranslated(target.backend, target.queue, command, args));
+    if (command === "put" && typeof reply === "string" && named[0] !== undefined) context.jids.remember(reply, named[0]);
+    if (["pop", "peek", "get", "multiget"].includes(command)) context.jids.rememberReply(reply);
+    return reply;
+  } catch (error) {
+    return scriptError(error);
+  }
+}

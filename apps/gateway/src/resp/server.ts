@@ -1,0 +1,393 @@
+import { createHash } from "node:crypto";
+import { type AddressInfo, type Server, type Socket, createServer } from "node:net";
+import type { Gateway } from "../app.js";
+import { type Access, AuthError, type Principal, checkAccess } from "../auth.js";
+import type { JobEvent } from "../events.js";
+import type { Logger } from "../request-log.js";
+import { OK, RequestReader, RespError, RespMap, RespPush, RespStatus, type RespValue, encode } from "./protocol.js";
+import { JidQueues, type QlessDialect, isQlessScript, qlessDialectOf, runQlessCall } from "./qless-script.js";
+
+/**
+ * The RESP door: a Redis-protocol listener (RESP2, and RESP3 after `HELLO 3`) where unmodified qless
+ * clients run qless-core's script onto any backend. It serves the connection commands clients send
+ * (HELLO, AUTH with the gateway's tokens, SELECT, PING, CLIENT, INFO, QUIT, RESET), scripts (SCRIPT
+ * LOAD/EXISTS/FLUSH, EVALSHA, EVAL) of which it runs qless's, and pub/sub (qless's `ql:log` events,
+ * from the gateway's event stream). Anything else answers an error naming the command and why; no
+ * command ever reaches a store as it was sent.
+ */
+
+export interface RespServerOptions {
+  port: number;
+  host: string;
+  logger: Logger;
+}
+
+export interface RunningRespServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Reported by INFO and HELLO: what clients check before they use scripts and RESP3. */
+const REDIS_VERSION = "7.2.4";
+/** A connection stops reading while this many of its requests wait for an answer (pipelining). */
+const MAX_QUEUED = 1_000;
+
+const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
+
+/** qless's `ql:log` message for a job event, as qless publishes it (events qless does not publish: none). */
+function qlessLogMessage(event: JobEvent): string | null {
+  const names: Partial<Record<JobEvent["type"], string>> = {
+    enqueued: "put",
+    completed: "completed",
+    failed: "failed",
+    canceled: "canceled",
+  };
+  const name = names[event.type];
+  return name && event.jobId ? JSON.stringify({ jid: event.jobId, event: name, queue: event.queue }) : null;
+}
+
+export async function startRespServer(gateway: Gateway, options: RespServerOptions): Promise<RunningRespServer> {
+  /** Scripts loaded by any client, by sha: only qless's are kept (the others are refused at load). */
+  const scripts = new Map<string, QlessDialect>();
+  const jids = new JidQueues(gateway.backends);
+  let nextClientId = 1;
+  const sockets = new Set<Socket>();
+
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    const connection = new RespConnection(socket, nextClientId++, gateway, scripts, jids, options.logger);
+    socket.on("close", () => {
+      sockets.delete(socket);
+      connection.closed();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.end();
+      setTimeout(() => {
+        for (const socket of sockets) socket.destroy();
+      }, 1_000).unref();
+      await closed;
+    },
+  };
+}
+
+/** One client connection: its protocol, its token, its name, its subscriptions, its queue of requests. */
+class RespConnection {
+  #protocol: 2 | 3 = 2;
+  #principal: Principal | null = null;
+  #name: string | null = null;
+  readonly #channels = new Set<string>();
+  readonly #patterns = new Set<string>();
+  #unsubscribeEvents: (() => void) | undefined;
+  #queued = 0;
+  #chain: Promise<void> = Promise.resolve();
+  #gone = false;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly id: number,
+    private readonly gateway: Gateway,
+    private readonly scripts: Map<string, QlessDialect>,
+    private readonly jids: JidQueues,
+    private readonly logger: Logger,
+  ) {
+    const reader = new RequestReader(
+      (args) => this.#enqueue(args),
+      (message) => {
+        this.#write(new RespError(`ERR ${message}`));
+        socket.end();
+      },
+    );
+    socket.on("data", (chunk: Buffer) => reader.push(chunk));
+    // A client that goes away mid-reply is just gone; the other connections carry on.
+    socket.on("error", () => socket.destroy());
+  }
+
+  closed(): void {
+    this.#gone = true;
+    this.#unsubscribeEvents?.();
+  }
+
+  /** Requests are answered one after another, in the order they came (pipelining keeps its order). */
+  #enqueue(args: string[]): void {
+    this.#queued++;
+    if (this.#queued >= MAX_QUEUED) this.socket.pause();
+    this.#chain = this.#chain.then(async () => {
+      if (!this.#gone) {
+        const reply = await this.#run(args).catch((error: Error) => {
+          this.logger.error({ err: error.message, command: args[0] }, "resp door: a command failed unexpectedly");
+          return new RespError("ERR internal error; see the gateway's log");
+        });
+        if (reply !== undefined) this.#write(reply);
+      }
+      if (--this.#queued < MAX_QUEUED / 10) this.socket.resume();
+    });
+  }
+
+  #write(reply: RespValue): void {
+    if (!this.socket.destroyed && this.socket.writable) this.socket.write(encode(reply, this.#protocol));
+  }
+
+  get #authEnabled(): boolean {
+    return this.gateway.auth.enabled;
+  }
+
+  #authorize(door: string, access: Access, queue?: string): void {
+    if (!this.#authEnabled) return;
+    if (!this.#principal) throw new AuthError(401, "authentication required");
+    checkAccess(this.#principal, door, access, queue);
+  }
+
+  #authenticate(token: string): RespValue {
+    const principal = this.gateway.auth.identify(token);
+    if (!principal) return new RespError("WRONGPASS invalid username-password pair or user is disabled.");
+    this.#principal = principal;
+    return OK;
+  }
+
+  /** One request; undefined when the command answers by itself (SUBSCRIBE writes one reply per channel). */
+  async #run(args: string[]): Promise<RespValue | undefined> {
+    const name = (args[0] as string).toUpperCase();
+    const rest = args.slice(1);
+    const subscribed = this.#channels.size + this.#patterns.size > 0;
+    if (subscribed && this.#protocol === 2 && !SUBSCRIBED_COMMANDS.has(name))
+      return new RespError(
+        `ERR Can't execute '${args[0]?.toLowerCase()}': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`,
+      );
+    if (this.#authEnabled && !this.#principal && !OPEN_COMMANDS.has(name)) return new RespError("NOAUTH Authentication required.");
+
+    switch (name) {
+      case "PING":
+        if (subscribed && this.#protocol === 2) return ["pong", rest[0] ?? ""];
+        return rest[0] ?? new RespStatus("PONG");
+      case "ECHO":
+        return rest.length === 1 ? (rest[0] as string) : wrongArity(name);
+      case "HELLO":
+        return this.#hello(rest);
+      case "AUTH":
+        if (rest.length < 1 || rest.length > 2) return wrongArity(name);
+        if (!this.#authEnabled)
+          return new RespError(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+          );
+        return this.#authenticate(rest[rest.length - 1] as string);
+      case "SELECT": {
+        const index = Number(rest[0]);
+        // Database numbers mean nothing here (queues are routed by name); 0-15 are accepted as Redis does.
+        return Number.isInteger(index) && index >= 0 && index < 16 ? OK : new RespError("ERR DB index is out of range");
+      }
+      case "CLIENT":
+        return this.#client(rest);
+      case "INFO":
+        return `# Server\r\nredis_version:${REDIS_VERSION}\r\nredis_mode:standalone\r\nswitchyard_door:resp\r\n# Persistence\r\nloading:0\r\n`;
+      case "COMMAND":
+        return (rest[0] ?? "").toUpperCase() === "COUNT" ? 0 : [];
+      case "QUIT":
+        this.#write(OK);
+        this.socket.end();
+        return undefined;
+      case "RESET":
+        this.#reset();
+        return new RespStatus("RESET");
+      case "SCRIPT":
+        return this.#script(rest);
+      case "EVALSHA":
+      case "EVALSHA_RO":
+        return this.#evalsha(rest);
+      case "EVAL":
+      case "EVAL_RO":
+        return this.#eval(rest);
+      case "SUBSCRIBE":
+      case "PSUBSCRIBE":
+        return this.#subscribe(name === "PSUBSCRIBE", rest);
+      case "UNSUBSCRIBE":
+      case "PUNSUBSCRIBE":
+        return this.#unsubscribe(name === "PUNSUBSCRIBE", rest);
+      case "FUNCTION":
+      case "FCALL":
+      case "FCALL_RO":
+        return new RespError(
+          `ERR '${args[0]}' is not served by Switchyard's RESP door yet: it runs qless's script; glide-mq's functions are to come`,
+        );
+      default:
+        return new RespError(
+          `ERR '${args[0]}' is not served by Switchyard's RESP door: it runs qless's script (EVALSHA/EVAL) onto the gateway's backends; jobs are not Redis keys here`,
+        );
+    }
+  }
+
+  #hello(rest: string[]): RespValue {
+    let index = 0;
+    if (rest[0] !== undefined) {
+      const version = Number(rest[0]);
+      if (version !== 2 && version !== 3) return new RespError("NOPROTO unsupported protocol version");
+      index = 1;
+      for (; index < rest.length; index++) {
+        const option = (rest[index] as string).toUpperCase();
+        if (option === "AUTH" && index + 2 < rest.length) {
+          const answer = this.#authEnabled ? this.#authenticate(rest[index + 2] as string) : OK;
+          if (answer instanceof RespError) return answer;
+          index += 2;
+        } else if (option === "SETNAME" && index + 1 < rest.length) {
+          this.#name = rest[++index] as string;
+        } else return new RespError(`ERR Syntax error in HELLO option '${rest[index]}'`);
+      }
+      if (this.#authEnabled && !this.#principal)
+        return new RespError(
+          "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
+      this.#protocol = version as 2 | 3;
+    }
+    return new RespMap([
+      ["server", "redis"],
+      ["version", REDIS_VERSION],
+      ["proto", this.#protocol],
+      ["id", this.id],
+      ["mode", "standalone"],
+      ["role", "master"],
+      ["modules", []],
+    ]);
+  }
+
+  #client(rest: string[]): RespValue {
+    const sub = (rest[0] ?? "").toUpperCase();
+    if (sub === "SETNAME") {
+      this.#name = rest[1] ?? "";
+      return OK;
+    }
+    if (sub === "GETNAME") return this.#name;
+    if (sub === "ID") return this.id;
+    // Library name and version (redis-py, node-redis, valkey-glide send them on connect), no-evict, tracking off.
+    if (["SETINFO", "NO-EVICT", "NO-TOUCH", "TRACKING"].includes(sub)) return OK;
+    return new RespError(`ERR 'CLIENT ${rest[0] ?? ""}' is not served by Switchyard's RESP door`);
+  }
+
+  #script(rest: string[]): RespValue {
+    const sub = (rest[0] ?? "").toUpperCase();
+    if (sub === "LOAD") {
+      if (rest.length !== 2) return wrongArity("SCRIPT|LOAD");
+      const source = rest[1] as string;
+      if (!isQlessScript(source))
+        return new RespError("ERR Switchyard's RESP door runs qless's script only: this script is not qless-core's, so it is not loaded");
+      const sha = sha1(source);
+      this.scripts.set(sha, qlessDialectOf(source));
+      return sha;
+    }
+    if (sub === "EXISTS") return rest.slice(1).map((sha) => (this.scripts.has(sha.toLowerCase()) ? 1 : 0));
+    if (sub === "FLUSH") {
+      this.scripts.clear();
+      return OK;
+    }
+    return new RespError(`ERR 'SCRIPT ${rest[0] ?? ""}' is not served by Switchyard's RESP door`);
+  }
+
+  /** `<sha or script> <numkeys> <keys...> <args...>` split as Redis splits it. */
+  #splitCall(rest: string[]): { keys: string[]; argv: string[] } | RespError {
+    const count = Number(rest[1]);
+    if (!Number.isInteger(count) || count < 0) return new RespError("ERR value is not an integer or out of range");
+    if (count > rest.length - 2) return new RespError("ERR Number of keys can't be greater than number of args");
+    return { keys: rest.slice(2, 2 + count), argv: rest.slice(2 + count) };
+  }
+
+  async #evalsha(rest: string[]): Promise<RespValue> {
+    if (rest.length < 2) return wrongArity("EVALSHA");
+    const dialect = this.scripts.get((rest[0] as string).toLowerCase());
+    if (!dialect) return new RespError("NOSCRIPT No matching script. Please use EVAL.");
+    return this.#call(dialect, rest);
+  }
+
+  async #eval(rest: string[]): Promise<RespValue> {
+    if (rest.length < 2) return wrongArity("EVAL");
+    if (!isQlessScript(rest[0] as string))
+      return new RespError("ERR Switchyard's RESP door runs qless's script only: this script is not qless-core's");
+    const dialect = qlessDialectOf(rest[0] as string);
+    this.scripts.set(sha1(rest[0] as string), dialect);
+    return this.#call(dialect, rest);
+  }
+
+  async #call(dialect: QlessDialect, rest: string[]): Promise<RespValue> {
+    const call = this.#splitCall(rest);
+    if (call instanceof RespError) return call;
+    const reply = await runQlessCall(
+      {
+        router: this.gateway.router,
+        backends: this.gateway.backends,
+        jids: this.jids,
+        authorize: (access, queue) => this.#authorize("qless", access, queue),
+      },
+      dialect,
+      call.keys,
+      call.argv,
+    );
+    return reply;
+  }
+
+  #subscribe(pattern: boolean, names: string[]): undefined | RespError {
+    if (names.length === 0) return wrongArity(pattern ? "PSUBSCRIBE" : "SUBSCRIBE");
+    const set = pattern ? this.#patterns : this.#channels;
+    for (const name of names) {
+      set.add(name);
+      this.#write(new RespPush([pattern ? "psubscribe" : "subscribe", name, this.#channels.size + this.#patterns.size]));
+    }
+    this.#unsubscribeEvents ??= this.gateway.events.subscribe((event) => this.#publish(event));
+    return undefined;
+  }
+
+  #unsubscribe(pattern: boolean, names: string[]): undefined {
+    const set = pattern ? this.#patterns : this.#channels;
+    const leaving = names.length > 0 ? names : [...set];
+    if (leaving.length === 0) this.#write(new RespPush([pattern ? "punsubscribe" : "unsubscribe", null, 0]));
+    for (const name of leaving) {
+      set.delete(name);
+      this.#write(new RespPush([pattern ? "punsubscribe" : "unsubscribe", name, this.#channels.size + this.#patterns.size]));
+    }
+    if (this.#channels.size + this.#patterns.size === 0) {
+      this.#unsubscribeEvents?.();
+      this.#unsubscribeEvents = undefined;
+    }
+    return undefined;
+  }
+
+  /** Tells a subscriber of `ql:log` what qless would have published for a job event. */
+  #publish(event: JobEvent): void {
+    const message = qlessLogMessage(event);
+    if (message === null) return;
+    if (this.#authEnabled && this.#principal?.queues && !this.#principal.queues.some((queue) => queue.test(event.queue))) return;
+    if (this.#channels.has("ql:log")) this.#write(new RespPush(["message", "ql:log", message]));
+    for (const pattern of this.#patterns)
+      if (globMatches(pattern, "ql:log")) this.#write(new RespPush(["pmessage", pattern, "ql:log", message]));
+  }
+
+  #reset(): void {
+    this.#protocol = 2;
+    this.#principal = null;
+    this.#name = null;
+    this.#channels.clear();
+    this.#patterns.clear();
+    this.#unsubscribeEvents?.();
+    this.#unsubscribeEvents = undefined;
+  }
+}
+
+/** Commands a connection may send before AUTH when tokens are configured. */
+const OPEN_COMMANDS = new Set(["AUTH", "HELLO", "QUIT", "RESET"]);
+/** Commands a RESP2 connection may send while subscribed. */
+const SUBSCRIBED_COMMANDS = new Set(["SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "PING", "QUIT", "RESET"]);
+
+const wrongArity = (command: string) => new RespError(`ERR wrong number of arguments for '${command.toLowerCase()}' command`);
+
+/** Redis's glob patterns for PSUBSCRIBE: `*`, `?` and `[...]`. */
+function globMatches(pattern: string, channel: string): boolean {
+  const source = pattern
+    .replace(/[.+^${}()|\\]/g, "\\$&")
+    .replace(/\*/g, ".*")
+    .replace(/\?/g, ".");
+  return new RegExp(`^${source}$`).test(channel);
+}
