@@ -95,6 +95,37 @@ export interface GlideMqWorker {
   activeJobs: number;
 }
 
+/** When a glide-mq job scheduler fires (`Queue.upsertJobScheduler`'s ScheduleOpts; dates in epoch ms). */
+export interface GlideMqSchedule {
+  /** Five-field cron: minute hour day-of-month month day-of-week. */
+  pattern?: string;
+  every?: number;
+  repeatAfterComplete?: number;
+  tz?: string;
+  startDate?: number;
+  endDate?: number;
+  limit?: number;
+}
+
+/** The job a scheduler adds each time it fires: name (the scheduler's by default), data and options. */
+export interface GlideMqJobTemplate {
+  name?: string;
+  data?: unknown;
+  opts?: Record<string, unknown>;
+}
+
+/** A job of a queue's dead-letter queue, as glide-mq's proxy answers it. */
+export interface GlideMqDeadLetter {
+  id: string;
+  name: string;
+  data: unknown;
+  failedReason?: string;
+  attemptsMade: number;
+  originalJobId?: string;
+  originalQueue?: string;
+  timestamp: number;
+}
+
 /**
  * glide-mq's own view and administration of a queue, on a store that holds glide-mq's layout: what
  * its `Queue` class answers, for the glide-mq door to answer as glide-mq's proxy does. Priorities are
@@ -131,6 +162,21 @@ export interface GlideMqQueues {
   schedulers(queue: string): Promise<Array<{ name: string; entry: Record<string, unknown> }>>;
   /** Removes a scheduler; false when there is none of that name. */
   removeScheduler(queue: string, name: string): Promise<boolean>;
+  /**
+   * Creates or changes a scheduler as `Queue.upsertJobScheduler` stores it (an unchanged schedule
+   * keeps its next run and count); a schedule glide-mq would refuse is a ValidationError.
+   */
+  upsertScheduler(queue: string, name: string, schedule: GlideMqSchedule, template?: GlideMqJobTemplate): Promise<void>;
+  /**
+   * Jobs `start`..`end` (-1: the last) waiting in the queue's dead-letter queue (meta
+   * `deadLetterQueueName`) that came from this queue; none when it has no dead-letter queue.
+   */
+  deadLetters(queue: string, start: number, end: number): Promise<GlideMqDeadLetter[]>;
+  deadLetter(queue: string, id: string): Promise<GlideMqDeadLetter | null>;
+  /** false when the dead-letter queue holds no such job of this queue. */
+  removeDeadLetter(queue: string, id: string): Promise<boolean>;
+  /** Adds the job again to the queue it failed in, then removes it from the dead-letter queue; null when there is none. */
+  replayDeadLetter(queue: string, id: string): Promise<{ id: string; name: string } | null>;
 }
 
 export function hasGlideMqQueues(backend: Backend): backend is Backend & GlideMqQueues {

@@ -28,6 +28,7 @@ import {
 import { flatToRecord } from "./codec.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
 import { glideEventFeed } from "./event-feed.js";
 import { indexBlocked } from "./flow-parents.js";
 import type { AddedSnapshot } from "./glide-functions.js";
@@ -39,6 +40,7 @@ import { importJobs } from "./migration.js";
 import { GlideProducer } from "./producer.js";
 import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
 import { type StalledRecoveryOptions, stalledRecovery } from "./recovery.js";
+import { afterScheduledJob, fireDueSchedulers } from "./schedulers.js";
 import { type RedisClient, isCluster, loadScripts, runScript } from "./scripts.js";
 
 /** What the backend does, apart from how it connects. */
@@ -72,6 +74,9 @@ export const GLIDEMQ_CAPABILITIES: Capabilities = {
 };
 
 type Reply = [string, ...unknown[]];
+
+/** Due job schedulers are fired on a reserve at most this often per queue, as glide-mq's workers tick. */
+const SCHEDULER_TICK_MS = 1_000;
 
 /** Switchyard reservers read the stream as consumers of the `workers` group under this name. */
 const consumerName = (worker: string) => `switchyard:${worker}`;
@@ -113,6 +118,21 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   };
   const keysOf = (queue: string): QueueKeys => queueKeys(queue, prefix);
   const recoverStalled = stalledRecovery(options.stalledRecovery);
+  const producing = { prefix, ...(options.compression ? { compression: options.compression } : {}) };
+  const schedulerTicks = new Map<string, number>();
+
+  /** Fires due schedulers when this process has not looked for SCHEDULER_TICK_MS: reserves here stand in for glide-mq's worker tick. */
+  async function tickSchedulers(redis: RedisClient, queue: string, keys: QueueKeys, now: number): Promise<void> {
+    if (now - (schedulerTicks.get(queue) ?? 0) < SCHEDULER_TICK_MS) return;
+    schedulerTicks.set(queue, now);
+    await fireDueSchedulers(redis, queue, keys, prefix, now);
+  }
+
+  /** What a glide-mq worker does once a job has ended: reschedule its repeat-after-complete scheduler; a failed one goes to the dead-letter queue. */
+  async function afterEnd(redis: RedisClient, queue: string, ended: Record<string, string>, failed: boolean): Promise<void> {
+    if (ended.schedulerName) await afterScheduledJob(redis, keysOf(queue), ended.schedulerName, Date.now());
+    if (failed) await toDeadLetterQueue(redis, keysOf, queue, ended, producing);
+  }
 
   async function get(queue: string, id: string): Promise<Job | null> {
     const redis = await ready();
@@ -153,6 +173,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   return guardBackend("glidemq-valkey", {
     ...glideQueue(ready, keysOf),
     ...glideEventFeed(ready, prefix),
+    ...deadLetters(ready, keysOf, producing),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 
@@ -184,6 +205,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       const now = Date.now();
       const leaseUntil = now + (reserveOptions.leaseMs ?? DEFAULT_LEASE_MS);
       await recoverStalled(redis, k);
+      await tickSchedulers(redis, queue, k, now);
       const reply = (await runScript(
         redis,
         "reserve",
@@ -232,6 +254,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         [id, "-", returnvalue, Date.now(), CONSUMER_GROUP, completeOptions.worker ?? "", "0", "", "1"],
       )) as Reply;
       throwRefusal(reply, queue, id);
+      await afterEnd(redis, queue, flatToRecord(reply[1]), false);
       // removeOnComplete may have deleted the hash already: the snapshot taken before is the answer then.
       return (await get(queue, id)) ?? toJob(queue, flatToRecord(reply[1]), null);
     },
@@ -260,6 +283,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         ],
       )) as Reply;
       throwRefusal(reply, queue, id);
+      if (reply[0] !== "retrying") await afterEnd(redis, queue, flatToRecord(reply[1]), true);
       return (await get(queue, id)) ?? toJob(queue, flatToRecord(reply[1]), null);
     },
 

@@ -13,6 +13,7 @@ import {
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
 import { keysStartingWith, loadJobs, pageJobs } from "./listing.js";
 import { jobCounts } from "./queue-admin.js";
+import { upsertScheduler } from "./schedulers.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
 /*
@@ -57,7 +58,10 @@ function checkDelay(ms: number, what: string): void {
   if (!Number.isFinite(ms) || ms < 0) throw new ValidationError(`glidemq-valkey: ${what} must be a non-negative number of ms`);
 }
 
-export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): GlideMqQueues {
+/** The dead-letter routes are dead-letters.ts's. */
+type OwnQueues = Omit<GlideMqQueues, "deadLetters" | "deadLetter" | "removeDeadLetter" | "replayDeadLetter">;
+
+export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): OwnQueues {
   const jobsByIds = async (redis: RedisClient, queue: string, keys: QueueKeys, ids: string[]): Promise<Job[]> =>
     (await loadJobs(redis, queue, keys, ids)).flatMap((loaded) => (loaded ? [loaded.job] : []));
 
@@ -229,6 +233,10 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
       throw new BackendUnavailableError("glidemq-valkey: glide-mq's scheduler lock stayed held for 5 s; try again");
+    },
+
+    async upsertScheduler(queue, name, schedule, template) {
+      await upsertScheduler(await ready(), keysOf(queue), name, schedule, template);
     },
 
     async lastEventId(queue) {

@@ -177,7 +177,8 @@ export class GlideProducer {
     return { parent: parent ?? "", children: ids };
   }
 
-  private prepare(job: NewJob): string[] {
+  /** The 16 add.lua arguments of one job, checked (also what a scheduler's tick adds, see schedulers.ts). */
+  prepare(job: NewJob): string[] {
     checkOptions(job.opts);
     const opts = job.opts;
     const data = encodeData(job.data, this.options.compression);

@@ -30,7 +30,8 @@ export type ScriptName =
   | "drain"
   | "index-blocked"
   | "remove"
-  | "remove-scheduler";
+  | "remove-scheduler"
+  | "write-schedulers";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -80,6 +81,7 @@ const ALL: ScriptName[] = [
   "index-blocked",
   "remove",
   "remove-scheduler",
+  "write-schedulers",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

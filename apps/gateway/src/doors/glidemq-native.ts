@@ -1,11 +1,12 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type Backend, type GlideMqQueues, NotFoundError, UnsupportedError, hasGlideMqQueues } from "@switchyard/core";
+import { type Backend, type GlideMqQueues, NotFoundError, UnsupportedError, ValidationError, hasGlideMqQueues } from "@switchyard/core";
+import { HTTPException } from "hono/http-exception";
 import type { GatewayEnv } from "../errors.js";
 import { BACKEND_ERRORS, body, guarded, json } from "./declare.js";
 import * as S from "./glidemq-schemas.js";
 
 /** The store's GlideMqQueues, or a 501 naming the queue's backend. */
-function glideOf(backend: Backend, queue: string, what: string): Backend & GlideMqQueues {
+export function glideOf(backend: Backend, queue: string, what: string): Backend & GlideMqQueues {
   if (hasGlideMqQueues(backend)) return backend;
   throw new UnsupportedError(`${what} needs glide-mq's queue administration; queue "${queue}" is on a ${backend.kind} backend`);
 }
@@ -15,7 +16,7 @@ const ERRORS = S.glideErrors(...BACKEND_ERRORS);
 /**
  * The glide-mq door's routes that only a store in glide-mq's layout can answer (GlideMqQueues):
  * removing finished jobs, the queue's global rate limit, per-minute metrics, the worker registry and
- * the job schedulers (read and removed; glide-mq's workers run them).
+ * the job schedulers (glide-mq's workers fire them, and so do reserves through this gateway).
  */
 export function mountGlideOnlyRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: string) => Backend): void {
   door.openapi(
@@ -143,6 +144,32 @@ export function mountGlideOnlyRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: 
       const { queue, id } = c.req.valid("param");
       const { name, entry } = await schedulerOf(queue, id);
       return c.json({ entry, name }, 200);
+    },
+  );
+
+  const scheduler = body(S.SchedulerBody, false, "Bad request");
+  door.openapi(
+    guarded("glidemq", "admin", {
+      method: "put",
+      path: "/queues/{queue}/schedulers/{id}",
+      summary:
+        "Create or change a job scheduler as glide-mq's Queue.upsertJobScheduler stores it (an unchanged schedule keeps its next run)",
+      middleware: scheduler.middleware,
+      request: { params: S.JobParams, body: scheduler.body },
+      responses: { 200: json("Stored", S.SchedulerUpserted), ...S.glideErrors(...BACKEND_ERRORS, 413) },
+    }),
+    async (c) => {
+      const { queue, id } = c.req.valid("param");
+      const { schedule, template } = c.req.valid("json");
+      const backend = glideOf(on(queue), queue, "creating or changing a job scheduler");
+      try {
+        await backend.upsertScheduler(queue, id, schedule, template);
+      } catch (error) {
+        // glide-mq's refusal of a schedule, in its own words (without the adapter's prefix).
+        if (error instanceof ValidationError) throw new HTTPException(400, { message: error.message.replace(/^[\w-]+: /, "") });
+        throw error;
+      }
+      return c.json({ upserted: true as const }, 200);
     },
   );
 

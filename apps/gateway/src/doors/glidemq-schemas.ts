@@ -254,3 +254,58 @@ export const Workers = z.object({
     z.object({ id: z.string(), addr: z.string(), pid: z.number(), startedAt: z.number(), age: z.number(), activeJobs: z.number() }),
   ),
 });
+
+const epochMs = (label: string) =>
+  z.number({ error: `${label} must be a valid Date or timestamp` }).finite(`${label} must be a valid Date or timestamp`);
+/** A scheduler's template takes the options an add takes, less those a repeated job cannot have. */
+const TemplateOptions = JobOptions.omit({ delay: true, deduplication: true });
+/** PUT /schedulers/:id: glide-mq's ScheduleOpts (dates as epoch ms) and JobTemplate; the values are checked where glide-mq checks them. */
+export const SchedulerBody = z
+  .object({
+    schedule: z.object(
+      {
+        pattern: z.string({ error: "schedule.pattern must be a string" }).max(256).optional(),
+        every: z.number({ error: "every must be a positive safe integer" }).optional(),
+        repeatAfterComplete: z.number({ error: "repeatAfterComplete must be a positive safe integer" }).optional(),
+        tz: z.string({ error: "schedule.tz must be a string" }).max(64).optional(),
+        startDate: epochMs("startDate").optional(),
+        endDate: epochMs("endDate").optional(),
+        limit: z.number({ error: "limit must be a positive integer" }).optional(),
+      },
+      { error: "Missing required field: schedule" },
+    ),
+    template: z
+      .object({
+        name: z.string({ error: "template.name must be a string" }).min(1, "template.name must be a non-empty string").optional(),
+        data: Json.optional(),
+        opts: TemplateOptions.optional(),
+      })
+      .optional(),
+  })
+  .openapi("GlideSchedulerUpsert");
+export const SchedulerUpserted = z.object({ upserted: z.literal(true) });
+
+export const DlqQuery = z.object({ start: integer("start", 0).optional(), end: integer("end", 0).optional() });
+export const ReplayAllQuery = z.object({ count: integer("count", 1).optional() });
+export const ReplayAllBody = z.object({
+  count: z.number({ error: "count must be an integer" }).int("count must be an integer").min(1, "count must be >= 1").optional(),
+});
+export const DeadLetter = z
+  .object({
+    attemptsMade: z.number(),
+    data: Json.optional(),
+    failedReason: z.string().optional(),
+    id: z.string(),
+    name: z.string(),
+    originalJobId: z.string().optional(),
+    originalQueue: z.string().optional(),
+    timestamp: z.number(),
+  })
+  .openapi("GlideDeadLetter");
+export const DeadLetters = z.object({ count: z.number(), jobs: z.array(DeadLetter) });
+export const ReplayedAll = z.object({
+  jobs: z.array(z.object({ id: z.string(), name: z.string(), sourceId: z.string() })),
+  replayed: z.number(),
+});
+export const Replayed = z.object({ name: z.string(), newJobId: z.string() });
+export const DeadLetterRemoved = z.object({ removed: z.literal(true) });

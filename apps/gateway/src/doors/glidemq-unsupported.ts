@@ -3,9 +3,10 @@ import type { Access } from "../auth.js";
 import { GlideError, JobParams, QueueParams } from "./glidemq-schemas.js";
 
 /**
- * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (dead-letter
- * queues, writing schedulers, flows and budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a client gets a 501 `{error}` naming the
- * feature and the queue's backend rather than a 404 that looks like a wrong path.
+ * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (flows and
+ * budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a
+ * client gets a 501 `{error}` naming the feature and the queue's backend rather than a 404 that looks
+ * like a wrong path.
  */
 interface UnsupportedRoute {
   feature: string;
@@ -40,12 +41,6 @@ export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
   unsupported("suspending a job", "read", "get", "/queues/{queue}/jobs/{id}/suspend", JobParams),
   unsupported("signalling a suspended job", "write", "post", "/queues/{queue}/jobs/{id}/signal", JobParams),
   unsupported("the suspended jobs", "read", "get", "/queues/{queue}/suspended", QueueParams),
-  unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq", QueueParams),
-  unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/replay-all", QueueParams),
-  unsupported("the dead-letter queue", "read", "get", "/queues/{queue}/dlq/{id}", JobParams),
-  unsupported("the dead-letter queue", "admin", "delete", "/queues/{queue}/dlq/{id}", JobParams),
-  unsupported("replaying the dead-letter queue", "admin", "post", "/queues/{queue}/dlq/{id}/replay", JobParams),
-  unsupported("creating or changing a job scheduler", "admin", "put", "/queues/{queue}/schedulers/{id}", JobParams),
   unsupported("a flow's usage", "read", "get", "/queues/{queue}/flows/{parentId}/usage", FlowParams),
   unsupported("a flow's budget", "read", "get", "/queues/{queue}/flows/{flowId}/budget", BudgetParams),
   unsupported("flows and DAGs", "write", "post", "/flows"),

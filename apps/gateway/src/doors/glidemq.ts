@@ -9,6 +9,7 @@ import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, guarded, json } from "./declare.js";
 import type { Door, DoorContext } from "./door.js";
 import { streamEvents } from "./event-stream.js";
+import { mountDeadLetterRoutes } from "./glidemq-dlq.js";
 import { glideEventStream, glideFrame } from "./glidemq-events.js";
 import { CORE_STATES_OF, asGlideJob, corePriority, glideCounts, toEnqueueInput } from "./glidemq-jobs.js";
 import { mountGlideOnlyRoutes } from "./glidemq-native.js";
@@ -384,6 +385,7 @@ function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHon
 
   mountWorkerRoutes(door, on, wakeups);
   mountGlideOnlyRoutes(door, on);
+  mountDeadLetterRoutes(door, on);
 
   for (const unsupported of UNSUPPORTED_ROUTES) {
     door.openapi(guarded("glidemq", unsupported.access, unsupported.route), (c: Context<GatewayEnv>) => {

@@ -55,6 +55,30 @@ end
 
 if #out < count then
   if ARGV[8] == '1' then promoteDue(prefix, now, 1000) end
-  fetchJobs(ctx, count, out)
+  -- glide-mq's global rate limit (meta rateLimitMax/rateLimitDuration) binds a Switchyard reserve as
+  -- it binds glide-mq's workers: jobs taken count in the same `rate` window (windowStart, count), and
+  -- none are taken once `max` were taken in it.
+  local want = count
+  local rateKey, used, windowStart = nil, 0, now
+  if ctx.leaseWorker ~= '' then
+    local limit = redis.call('HMGET', KEYS[7], 'rateLimitMax', 'rateLimitDuration')
+    local max, duration = tonumber(limit[1]) or 0, tonumber(limit[2]) or 0
+    if max > 0 then
+      rateKey = prefix .. 'rate'
+      local window = redis.call('HMGET', rateKey, 'windowStart', 'count')
+      windowStart = tonumber(window[1]) or 0
+      used = tonumber(window[2]) or 0
+      if now - windowStart >= duration then
+        windowStart = now
+        used = 0
+      end
+      want = math.min(count, #out + math.max(0, max - used))
+    end
+  end
+  local before = #out
+  if want > before then fetchJobs(ctx, want, out) end
+  if rateKey and #out > before then
+    redis.call('HSET', rateKey, 'windowStart', tostring(windowStart), 'count', tostring(used + #out - before))
+  end
 end
 return out
