@@ -129,7 +129,10 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
             return;
           }
           // A blocking read holds its connection, so it has one of its own.
-          reader ??= (redis as Redis).duplicate();
+          if (!reader) {
+            reader = (redis as Redis).duplicate();
+            reader.on("error", (error: Error) => options.onError?.(error));
+          }
           if (signal.aborted) return;
           const keys = [...after.keys()].map(eventsKey);
           const reply = (await reader.xread("COUNT", READ_COUNT, "BLOCK", BLOCK_MS, "STREAMS", ...keys, ...after.values())) as StreamReply;

@@ -50,16 +50,22 @@ function changedSince(store: Store, since: number, limit: number, after?: JobRow
   return query.orderBy([{ column: "updated_at" }, { column: "id" }]).limit(limit) as Promise<JobRow[]>;
 }
 
-/** Waits for PostgreSQL to say the table changed, on a connection of its own outside the pool. */
-async function listen(store: Store, onChange: () => void): Promise<() => Promise<void>> {
+/**
+ * Waits for PostgreSQL to say the table changed, on a connection of its own outside the pool. A
+ * connection that fails is reported through `onLost` (the watch listens again on its next round;
+ * meanwhile the timer still looks every few seconds).
+ */
+async function listen(store: Store, onChange: () => void, onLost: (error: Error) => void): Promise<() => Promise<void>> {
+  type Listening = { query(sql: string): Promise<unknown>; on(event: "notification" | "error", listener: (error: Error) => void): void };
   const client = store.knex.client as {
-    acquireRawConnection(): Promise<{ query(sql: string): Promise<unknown>; on(event: "notification", listener: () => void): void }>;
+    acquireRawConnection(): Promise<Listening>;
     destroyRawConnection(connection: unknown): Promise<void>;
   };
   const connection = await client.acquireRawConnection();
-  connection.on("notification", onChange);
+  connection.on("notification", () => onChange());
+  connection.on("error", onLost);
   await connection.query(`LISTEN ${changeChannel(store.table)}`);
-  return () => client.destroyRawConnection(connection);
+  return () => client.destroyRawConnection(connection).catch(() => undefined);
 }
 
 export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required<JobEventFeed> {
@@ -118,7 +124,15 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
       const watch: EventWatch = watchInRounds(
         async (signal) => {
           await ready();
-          if (store.dialect === "postgres" && !stopListening) stopListening = await listen(store, () => changed?.());
+          if (store.dialect === "postgres" && !stopListening)
+            stopListening = await listen(
+              store,
+              () => changed?.(),
+              (error) => {
+                options.onError?.(error);
+                stopListening = undefined;
+              },
+            );
           await look();
           if (signal.aborted) return;
           // A NOTIFY (PostgreSQL) ends the pause early.

@@ -16,6 +16,7 @@ import { mountGlideOnlyRoutes } from "./glidemq-native.js";
 import * as S from "./glidemq-schemas.js";
 import { UNSUPPORTED_ROUTES } from "./glidemq-unsupported.js";
 import { mountWorkerRoutes } from "./glidemq-workers.js";
+import { againAsNew } from "./native-actions.js";
 
 /** How long `/jobs/wait` waits by default (glide-mq's addAndWait). */
 const DEFAULT_WAIT_TIMEOUT_MS = 30_000;
@@ -395,19 +396,6 @@ function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHon
     });
   }
   return door;
-}
-
-/** A job run again from the start: its name, data and options, none of its history. */
-function againAsNew(job: Job) {
-  return {
-    name: job.name,
-    data: job.data,
-    priority: job.priority,
-    maxAttempts: job.maxAttempts,
-    backoff: job.backoff,
-    tags: job.tags,
-    native: job.native,
-  };
 }
 
 /** Where the store cannot move a delayed job, it is put again with its new delay (JobEditing.replace). */

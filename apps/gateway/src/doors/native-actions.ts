@@ -61,7 +61,7 @@ function expectState(job: Job, states: readonly JobState[], what: string): void 
 }
 
 /** The job put again from the start: its name, data and options, none of its runs. */
-function againAsNew(job: Job) {
+export function againAsNew(job: Job) {
   return {
     name: job.name,
     data: job.data,
