@@ -3,6 +3,9 @@
  * `migrateQueue` (export a page, import it, verify it in the target) between pairs of stores, beside
  * the floor measured in the same run: reading the source alone, page by page. Peak RSS of the process
  * is printed too. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
+ * `npm run bench -- migrate --million`: the issue's targets, 1,000,000 jobs from glide-mq into qless
+ * (>= 50,000 jobs/s) and into PostgreSQL (>= 20,000 jobs/s), and out of qless, whose export pages
+ * through a snapshot of the queue's jids (RSS under 300 MB whatever the size).
  */
 import { cpus, totalmem } from "node:os";
 import { type Backend, type Job, forEachPage, migrateQueue } from "@switchyard/core";
@@ -10,7 +13,8 @@ import { Redis } from "ioredis";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
 
-const JOBS = Number(process.env.BENCH_MIGRATE_JOBS ?? 100_000);
+const MILLION = process.argv.includes("--million");
+const JOBS = Number(process.env.BENCH_MIGRATE_JOBS ?? (MILLION ? 1_000_000 : 100_000));
 const PAGE = 1_000;
 /** The pairs the migration issue measured before: SQLite into glide-mq, qless and PostgreSQL, glide-mq into qless. */
 const PAIRS: Array<[StoreName, StoreName]> = [
@@ -18,6 +22,13 @@ const PAIRS: Array<[StoreName, StoreName]> = [
   ["sqlite", "qless"],
   ["glidemq", "qless"],
   ["sqlite", "postgres"],
+];
+/** The pairs of the issue's targets at a million jobs. */
+const MILLION_PAIRS: Array<[StoreName, StoreName]> = [
+  ["glidemq", "qless"],
+  ["glidemq", "postgres"],
+  ["sqlite", "postgres"],
+  ["qless", "glidemq"],
 ];
 const REDIS_DB = { source: 12, target: 13 };
 
@@ -114,7 +125,7 @@ async function benchPair(from: StoreName, to: StoreName) {
 }
 
 const only = process.argv.slice(2).filter((arg) => arg.includes(">"));
-const pairs = only.length > 0 ? only.map((arg) => arg.split(">") as [StoreName, StoreName]) : PAIRS;
+const pairs = only.length > 0 ? only.map((arg) => arg.split(">") as [StoreName, StoreName]) : MILLION ? MILLION_PAIRS : PAIRS;
 process.stderr.write(
   `[bench] migrate: ${JOBS} jobs per pair on ${cpus().length} x ${cpus()[0]?.model}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}\n`,
 );

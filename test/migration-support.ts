@@ -22,10 +22,11 @@ async function reserveOnly(backend: Backend, queue: string, worker: string): Pro
 
 /**
  * Puts one job in each state the source can hold, through the source's own adapter: active,
- * failed for good, completed (where the source keeps completed jobs), delayed for a retry,
- * then plain waiting (with a priority) and delayed. Each reserve finds exactly one due job, so
- * the states land on the jobs their names say. Tags are set only when the target keeps them too: a
- * target without tags refuses tagged jobs (see migration-capabilities.test.ts).
+ * failed for good, completed with a result (where the source keeps completed jobs), delayed for a
+ * retry, then plain waiting (with a priority and a unique key), waiting with a negative priority
+ * and tags, delayed, and blocked on a waiting job. Each reserve finds exactly one due job, so the
+ * states land on the jobs their names say. Tags and dependencies are set only when the target
+ * holds them too: a target without them refuses such jobs (see migration-capabilities.test.ts).
  */
 export async function seedEveryState(backend: Backend, queue: string, target: Backend): Promise<Job[]> {
   await backend.enqueue(queue, { name: "runs", data: { step: "active" }, maxAttempts: 4 });
@@ -51,10 +52,18 @@ export async function seedEveryState(backend: Backend, queue: string, target: Ba
   // A long backoff: a retry that is already due is `delayed` on glide-mq (until promoted) but `waiting` elsewhere.
   await backend.fail(queue, retries.id, { worker: "old-worker", error: { message: "timeout" }, retryDelay: 3_600_000 });
 
-  await backend.enqueue(queue, { name: "waits", data: { nested: { list: [1, "two", null] } }, priority: 7, uniqueKey: "invoice-7" });
+  const waits = await backend.enqueue(queue, {
+    name: "waits",
+    data: { nested: { list: [1, "two", null] } },
+    priority: 7,
+    uniqueKey: "invoice-7",
+  });
   const tags = backend.capabilities.tags && target.capabilities.tags ? ["billing", "eu"] : [];
   await backend.enqueue(queue, { name: "waits-low", data: "ünïcode ✓", priority: -2, tags });
   await backend.enqueue(queue, { name: "waits-later", data: 42, delay: 3_600_000 });
+  if (backend.capabilities.dependencies && target.capabilities.dependencies) {
+    await backend.enqueue(queue, { name: "waits-for-parent", data: { after: "waits" }, dependsOn: [waits.job.id] });
+  }
   return exportAll(backend, queue);
 }
 
@@ -73,6 +82,7 @@ const comparable = (job: Job, resolutionMs = 1, drops: StoreUnderTest["importDro
   backoff: job.backoff,
   uniqueKey: drops.includes("uniqueKey") ? null : job.uniqueKey,
   tags: drops.includes("tags") ? [] : job.tags,
+  dependsOn: [...job.dependsOn].sort(),
   state: arrivalState(job.state),
 });
 

@@ -5,26 +5,42 @@ import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backend
 import { expectSameJobs, seedEveryState } from "./migration-support.js";
 
 /**
- * migrateQueue between different systems, verified through the target adapter and by probing the
- * target's native store. qless and glide-mq share Redis database 9 (their keys never overlap). A
- * Cloudq target keeps completed jobs (`mark-deleted`); the default `remove` layout is in
- * migration-capabilities.test.ts.
+ * migrateQueue between every pair of backend types (4 x 4), verified through the target adapter and
+ * by probing the target's native store. A same-type pair crosses two servers or databases: SQLite
+ * into PostgreSQL, Redis database 9 into 10 (qless jids are global to a database), two Mongo
+ * databases. Sources read from Redis database 9, targets write to 10. A Cloudq target keeps
+ * completed jobs (`mark-deleted`); the default `remove` layout is in migration-capabilities.test.ts.
+ * What a target cannot hold is left out of the seed by capability (see seedEveryState), and the
+ * refusals themselves are tested there too.
  */
 const PAIRS: Array<[StoreName, StoreName]> = [
-  ["qless", "postgres"],
+  // Worker Queue (SQL) into each type
+  ["sqlite", "postgres"],
   ["sqlite", "qless"],
-  ["glidemq", "mysql"],
-  ["qless", "glidemq"],
-  ["cloudq", "glidemq"],
-  ["glidemq", "cloudq"],
   ["postgres", "glidemq-cluster"],
+  ["sqlite", "cloudq"],
+  // qless into each type
+  ["qless", "postgres"],
+  ["qless", "qless"],
+  ["qless", "glidemq"],
+  ["qless", "cloudq"],
+  // glide-mq into each type
+  ["glidemq", "mysql"],
+  ["glidemq", "qless"],
+  ["glidemq", "glidemq"],
+  ["glidemq", "cloudq"],
+  // Cloudq into each type
+  ["cloudq", "sqlite"],
+  ["cloudq", "qless"],
+  ["cloudq", "glidemq"],
+  ["cloudq", "cloudq"],
 ];
-const REDIS_DB = 9;
+const REDIS_DB = { source: 9, target: 10 };
 
 for (const [fromName, toName] of PAIRS) {
   describe(`migration ${fromName} -> ${toName}`, () => {
-    const fromStore: StoreUnderTest = openStore(fromName, REDIS_DB);
-    const toStore: StoreUnderTest = openStore(toName, REDIS_DB, { completion: "mark-deleted" });
+    const fromStore: StoreUnderTest = openStore(fromName, REDIS_DB.source);
+    const toStore: StoreUnderTest = openStore(toName, REDIS_DB.target, { completion: "mark-deleted" });
     let from: Backend;
     let to: Backend;
 
@@ -43,7 +59,14 @@ for (const [fromName, toName] of PAIRS) {
       const queue = newQueue();
       const source = await seedEveryState(from, queue, to);
       expect(new Set(source.map((job) => job.state))).toEqual(
-        new Set(["active", "failed", "waiting", "delayed", ...(from.capabilities.keepsCompleted ? ["completed"] : [])]),
+        new Set([
+          "active",
+          "failed",
+          "waiting",
+          "delayed",
+          ...(from.capabilities.keepsCompleted ? ["completed"] : []),
+          ...(from.capabilities.dependencies && to.capabilities.dependencies ? ["blocked"] : []),
+        ]),
       );
       const pages: MigrationProgress[] = [];
       const report = await migrateQueue({ from, to, queue, batchSize: 2, onProgress: (p) => pages.push(p) });
@@ -96,7 +119,10 @@ for (const [fromName, toName] of PAIRS) {
       await seedEveryState(from, queue, to);
       const report = await migrateQueue({ from, to, queue, batchSize: 3 });
       expect(report.altered).toEqual([]);
-      expect(await verifyQueue(from, to, { queue })).toMatchObject({ equal: true, differing: [] });
+      const verification = await verifyQueue(from, to, { queue });
+      expect(verification).toMatchObject({ equal: true, differing: [] });
+      for (const { source, target } of Object.values(verification.states)) expect(target).toEqual(source);
+      expect(Object.values(verification.states).reduce((sum, pair) => sum + pair.source.jobs, 0)).toBe(report.read);
     });
 
     it("moving deletes each job from the source once the target holds it, and leaves the active one to its worker", async () => {

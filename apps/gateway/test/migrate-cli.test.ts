@@ -12,7 +12,7 @@ import { serviceUrl } from "../../../test/support/services.js";
 import { ADAPTERS } from "../src/adapters.js";
 import { runCli } from "../src/cli.js";
 import { MigrateError } from "../src/migrate/command.js";
-import { CLI_FROM_SOURCE } from "./helpers.js";
+import { CLI_FROM_SOURCE, until } from "./helpers.js";
 
 const dir = mkdtempSync(join(tmpdir(), "switchyard-migrate-cli-"));
 const sqliteUrl = (name: string) => `sqlite:${join(dir, name)}`;
@@ -325,6 +325,48 @@ describe("switchyard migrate", () => {
       verification: { equal: true },
     });
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
+  });
+
+  it("--mode move --wait-active moves a job that was active once its worker finishes it; one still active at the deadline stays", async () => {
+    const moving = createWorkerQueueBackend({ url: sqliteUrl("busy.sqlite") });
+    await moving.ready();
+    try {
+      const queue = "busy";
+      await moving.enqueueBulk(queue, [{ name: "finishes" }, { name: "keeps-running" }, { name: "idle-1" }, { name: "idle-2" }]);
+      const [finishes] = await moving.reserve(queue, { worker: "legacy" });
+      const [keepsRunning] = await moving.reserve(queue, { worker: "legacy" });
+      const args = ["--from", sqliteUrl("busy.sqlite"), "--to", sqliteUrl("calm.sqlite"), "--queue", queue, "--mode", "move"];
+      const { io, output } = capture();
+      const run = runCli(["migrate", ...args, "--wait-active", "2", "--checkpoint", checkpointIn("busy")], io);
+      // The idle jobs are moved first; the worker finishes its job while the command waits.
+      const moved = () => {
+        try {
+          return rowsOf("calm.sqlite", queue).length;
+        } catch {
+          return 0; // the target file or its table is not there yet
+        }
+      };
+      await until(() => moved() === 2, "the idle jobs to move");
+      await moving.complete(queue, finishes!.id, { worker: "legacy", result: { ok: true } });
+      await run;
+      expect(JSON.parse(output.out).queues[0]).toMatchObject({ read: 4, removed: 3, leftActive: 1, missing: [], doubled: [] });
+      expect(rowsOf("calm.sqlite", queue).map((row) => [row.name, row.status])).toEqual([
+        ["idle-1", "pending"],
+        ["idle-2", "pending"],
+        ["finishes", "complete"],
+      ]);
+      expect(rowsOf("busy.sqlite", queue).map((row) => row.name)).toEqual(["keeps-running"]);
+      expect((await moving.get(queue, keepsRunning!.id))?.lease?.worker).toBe("legacy");
+    } finally {
+      await moving.close();
+    }
+  });
+
+  it("--wait-active is refused without --mode move, and with a wait that is not a number of seconds", async () => {
+    const args = ["--from", sqliteUrl("old.sqlite"), "--to", sqliteUrl("never.sqlite"), "--queue", QUEUE];
+    await expect(runCli(["migrate", ...args, "--wait-active", "5"], capture().io)).rejects.toThrow(/goes with --mode move/);
+    await expect(runCli(["migrate", ...args, "--mode", "move", "--wait-active", "soon"], capture().io)).rejects.toThrow(/takes seconds/);
+    expect(existsSync(join(dir, "never.sqlite"))).toBe(false);
   });
 
   it("switchyard verify compares by checksum and lists the ids that differ", async () => {

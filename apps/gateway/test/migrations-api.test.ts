@@ -105,6 +105,9 @@ describe("/v1/migrations", () => {
       { kind: "migrate", from: "main", to: "archive", targetQueue: "x" },
       { kind: "teleport", from: "main", to: "archive" },
       { kind: "migrate", from: "main", to: "archive", batchSize: 0 },
+      // Only a move leaves active jobs behind to wait for.
+      { kind: "migrate", from: "main", to: "archive", waitActive: 5 },
+      { kind: "migrate", from: "main", to: "archive", mode: "move", waitActive: -1 },
     ];
     for (const body of refused) {
       const res = await t.request("POST", "/v1/migrations", body);

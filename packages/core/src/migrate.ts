@@ -39,6 +39,13 @@ export interface MigrateOptions {
    * target holds it (the source needs JobRemoval); an active job is left to its worker, not copied.
    */
   mode?: "copy" | "move";
+  /**
+   * Move mode: once every page is read, wait up to this long (ms) for the jobs that were active to
+   * leave the active state, and move them too; the ones still active then stay (leftActive). 0 (default) waits not.
+   */
+  waitActiveMs?: number;
+  /** How often the jobs waited for are read again; default 250 ms. */
+  waitActivePollMs?: number;
   onProgress?: (progress: MigrationProgress) => void;
   /** Stops before the next page once aborted; the report's cursor says where to go on. */
   signal?: AbortSignal;
@@ -90,7 +97,8 @@ export function getMany(backend: Backend, queue: string, ids: string[]): Promise
  * Ids, attempts, timestamps and native fields travel with the jobs; ids the target already holds are
  * skipped, so running it again (or from a reported cursor) after an interruption is safe, and a skipped
  * id that belongs to a different job is reported as a clash. Each page is verified against the target
- * before the next is read (and, moving, deleted from the source), and the report lists anything missing.
+ * before the next is imported (and, moving, deleted from the source), and the report lists anything missing;
+ * the next page is read meanwhile.
  */
 export async function migrateQueue(options: MigrateOptions): Promise<MigrationReport> {
   const { from, to, queue } = options;
@@ -109,9 +117,21 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   };
   const wanted = options.states ? new Set(options.states) : null;
   const report: PageReport = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
+  const prefix = options.idPrefix ?? "";
+  /** Move mode with waitActiveMs: the active jobs left behind, to wait for at the end. */
+  const leftBehind: string[] = [];
+  const read = (cursor: string | null) => {
+    const reading = from.export(queue, cursor === null ? { limit } : { limit, cursor });
+    // Awaited in the next turn of the loop; a run that ends before then must not leave it unhandled.
+    reading.catch(() => undefined);
+    return reading;
+  };
+  let next = read(progress.cursor);
   for (;;) {
     if (options.signal?.aborted) return { ...progress, ...report };
-    const page = await from.export(queue, progress.cursor === null ? { limit } : { limit, cursor: progress.cursor });
+    const page = await next;
+    // The next page is read while this one is written and checked: source and target work at once.
+    if (page.cursor !== null) next = read(page.cursor);
     progress.read += page.items.length;
     for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
     let jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
@@ -120,15 +140,58 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
       // A job a worker holds stays with it: copied, it would run twice.
       const idle = jobs.filter((job) => job.state !== "active");
       progress.leftActive += jobs.length - idle.length;
+      if (options.waitActiveMs) leftBehind.push(...jobs.filter((job) => job.state === "active").map((job) => job.id));
       jobs = idle;
     }
     if (jobs.length > 0) {
-      const held = await copyPage(to, targetQueue, jobs, progress, report, options.idPrefix ?? "");
-      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, options.idPrefix ?? "");
+      const held = await copyPage(to, targetQueue, jobs, progress, report, prefix);
+      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
+    }
+    // Before the last page is reported: a run stopped while it waits resumes from the page before.
+    if (source && page.cursor === null && leftBehind.length > 0) {
+      const { settled, stillActive } = await waitForActive(source, queue, leftBehind, options);
+      if (options.signal?.aborted) return { ...progress, ...report };
+      progress.leftActive -= leftBehind.length - stillActive;
+      const moving = wanted ? settled.filter((job) => wanted.has(job.state)) : settled;
+      progress.excluded += settled.length - moving.length;
+      if (moving.length > 0) {
+        const held = await copyPage(to, targetQueue, moving, progress, report, prefix);
+        await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
+      }
     }
     progress.cursor = page.cursor;
     options.onProgress?.({ ...progress, byState: { ...progress.byState } });
     if (page.cursor === null) return { ...progress, ...report };
+  }
+}
+
+/**
+ * Reads the jobs left active again and again, until none is active, waitActiveMs has passed or the
+ * run is aborted; answers those no longer active (a job gone meanwhile, finished and deleted by its
+ * store, is in neither) and how many still are. A job taken again before it is moved stays in the source (deleteMoved).
+ */
+async function waitForActive(
+  source: Backend,
+  queue: string,
+  ids: string[],
+  options: MigrateOptions,
+): Promise<{ settled: Job[]; stillActive: number }> {
+  const deadline = Date.now() + (options.waitActiveMs ?? 0);
+  const pollMs = options.waitActivePollMs ?? 250;
+  let pending = ids;
+  const settled: Job[] = [];
+  for (;;) {
+    const jobs = await getMany(source, queue, pending);
+    const stillActive: string[] = [];
+    jobs.forEach((job, i) => {
+      if (job === null) return;
+      if (job.state === "active") stillActive.push(pending[i] as string);
+      else settled.push(job);
+    });
+    pending = stillActive;
+    const left = deadline - Date.now();
+    if (pending.length === 0 || left <= 0 || options.signal?.aborted) return { settled, stillActive: pending.length };
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, left)));
   }
 }
 

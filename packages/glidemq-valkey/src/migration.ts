@@ -18,18 +18,13 @@ interface ImportPlan {
   createdAt: number;
 }
 
-/** Fields a migrated job may not carry over: lease bookkeeping and counts re-derived from `attempts`. */
-const DROPPED = new Set([
-  "depsCompleted",
-  "syWorker",
-  "syLeaseUntil",
-  "syLeaseStart",
-  "syEntryId",
-  "attemptsMade",
-  "stalledCount",
-  "lastActive",
-  "revoked",
-]);
+/**
+ * Fields a migrated job may not carry over: Switchyard's lease bookkeeping (the stream entry is made
+ * anew) and what is re-derived from the job (attempts, dependencies done, cancellation).
+ */
+const DROPPED = new Set(["depsCompleted", "syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId", "attemptsMade", "revoked"]);
+/** A run's stall bookkeeping: it goes with an active job's lease, and stays the history of any other job. */
+const RUN_FIELDS = new Set(["stalledCount", "lastActive"]);
 
 function nativeGlide(job: Job): { opts?: GlideJobOptions; fields: Record<string, string> } {
   const glide = job.native.glide as { opts?: GlideJobOptions; fields?: Record<string, string> } | undefined;
@@ -59,7 +54,9 @@ function plan(job: Job): ImportPlan {
   };
   const state = job.state === "active" ? "waiting" : job.state;
   const fields: Record<string, string> = {};
-  for (const [field, value] of Object.entries(glide.fields)) if (!DROPPED.has(field)) fields[field] = value;
+  for (const [field, value] of Object.entries(glide.fields)) {
+    if (!DROPPED.has(field) && !(job.state === "active" && RUN_FIELDS.has(field))) fields[field] = value;
+  }
   Object.assign(fields, {
     id: job.id,
     name: job.name,

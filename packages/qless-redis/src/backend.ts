@@ -67,9 +67,15 @@ export const QLESS_CAPABILITIES: Capabilities = {
 const isOffset = (value: unknown): value is { offset: number } =>
   typeof value === "object" && value !== null && Number.isInteger((value as { offset?: unknown }).offset);
 
-/** An export cursor: the last jid handed out (export pages go by jid order). */
-const isAfterJid = (value: unknown): value is { after: string } =>
-  typeof value === "object" && value !== null && typeof (value as { after?: unknown }).after === "string";
+/**
+ * An export cursor: the last jid handed out (export pages go by jid order) and the name of the
+ * export's snapshot of jids in Redis (see switchyard.export); cursors of older versions have none.
+ */
+const isAfterJid = (value: unknown): value is { after: string; snap?: string } =>
+  typeof value === "object" &&
+  value !== null &&
+  typeof (value as { after?: unknown }).after === "string" &&
+  ["string", "undefined"].includes(typeof (value as { snap?: unknown }).snap);
 
 /**
  * A core Backend over the qless layout in Redis, through Switchyard's own qless script. The
@@ -297,15 +303,17 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 
     async export(queue: string, { limit = 100, cursor }: ExportOptions = {}) {
       checkLimit(limit);
-      const after = decodeCursor(cursor, isAfterJid)?.after ?? "";
-      const reply = JSON.parse((await call("switchyard.export", queue, after, limit)) as string) as {
+      const position = decodeCursor(cursor, isAfterJid);
+      const after = position?.after ?? "";
+      const snap = position?.snap ?? randomUUID();
+      const reply = JSON.parse((await call("switchyard.export", queue, snap, after, limit)) as string) as {
         docs: SwitchyardDocument[] | Record<string, never>;
         more: boolean;
         last?: string;
       };
       return {
         items: list(reply.docs).map((doc) => toCoreJob(doc, queue)),
-        cursor: reply.more && reply.last ? encodeCursor({ after: reply.last }) : null,
+        cursor: reply.more && reply.last ? encodeCursor({ after: reply.last, snap }) : null,
       };
     },
 

@@ -88,11 +88,12 @@ export function toCoreJob(doc: SwitchyardDocument, queue: string): Job {
         ? seconds(failure.when)
         : null;
   const startedAt = state === "active" && time !== null ? seconds(time) : lastPop ? seconds(lastPop.when) : null;
+  const data = parseJson(q.data);
   return {
     id: q.jid,
     queue,
     name: q.klass,
-    data: parseJson(q.data),
+    data,
     state,
     priority: q.priority,
     runAt: doc.scheduled ? seconds(Number(doc.scheduled)) : null,
@@ -116,10 +117,17 @@ export function toCoreJob(doc: SwitchyardDocument, queue: string): Job {
         remaining: q.remaining,
         tracked: q.tracked,
         worker: q.worker,
+        expires: q.expires,
         failure: q.failure,
         spawned_from_jid: q.spawned_from_jid,
         dependents: list(q.dependents),
         history,
+        // What a trip through another store and back must restore byte for byte (see toImportRecord):
+        // the data as its client spelled it (only when JSON.stringify would spell it otherwise), the
+        // exact `time` and Switchyard's own meta field as stored.
+        ...(typeof q.data === "string" && JSON.stringify(data) !== q.data ? { data: q.data } : {}),
+        ...(doc.time ? { time: doc.time } : {}),
+        ...(doc.meta ? { meta: doc.meta } : {}),
       },
     },
   };
@@ -135,6 +143,9 @@ export interface ImportRecord {
   state: "waiting" | "scheduled" | "depends" | "failed" | "complete";
   retries: number;
   remaining: number;
+  /** The worker and lease expiry fields: qless leaves the last ones on a job no worker holds. */
+  worker: string;
+  expires: number;
   time: number;
   created: number;
   run_at: number;
@@ -161,6 +172,46 @@ const IMPORT_STATES: Record<JobState, ImportRecord["state"] | null> = {
 
 type HistoryEntry = { when: number; what: string; [key: string]: unknown };
 
+/** What toCoreJob keeps of a qless record in `native.qless` that an import back into qless reads. */
+interface QlessRecordFields {
+  history?: HistoryEntry[];
+  remaining?: number;
+  data?: string;
+  time?: string;
+  meta?: string;
+  failure?: { group?: string; message?: string; when?: number; worker?: string };
+  worker?: string;
+  expires?: number;
+}
+
+/** Whether a client's JSON text holds the value `json` (JSON.stringify'd) holds. */
+function sameJson(text: string, json: string): boolean {
+  try {
+    return JSON.stringify(JSON.parse(text)) === json;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The meta field of a job coming home to qless, as qless held it (or "" when it had none), when the
+ * job's backoff and unique key are still the ones it names. The native fields other stores added on
+ * the way describe how those stores held the job (Worker Queue's status column, say), not the job;
+ * they are dropped here, and made again from the job if it travels there once more. Null: build anew.
+ */
+function homeMeta(nativeQless: QlessRecordFields | null, meta: SwitchyardMeta): string | null {
+  if (!nativeQless || !Array.isArray(nativeQless.history)) return null;
+  let held: SwitchyardMeta = {};
+  try {
+    held = nativeQless.meta ? (JSON.parse(nativeQless.meta) as SwitchyardMeta) : {};
+  } catch {
+    return null;
+  }
+  const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+  if (!same(held.backoff, meta.backoff) || !same(held.uniqueKey, meta.uniqueKey)) return null;
+  return nativeQless.meta ?? "";
+}
+
 /** History entries back in qless's stored form `[when, what, details?]`. */
 function storedHistory(entries: HistoryEntry[]): string[] {
   return entries.map(({ when, what, ...details }) =>
@@ -180,46 +231,58 @@ function synthesizedHistory(job: Job, queue: string): string[] {
   return storedHistory(entries);
 }
 
+/** qless's failure field; the worker and second of the failure qless held, when it is the same failure. */
+function failureField(job: Job, held: QlessRecordFields["failure"], defaultGroup: string, finished: number): string {
+  const group = job.error?.group ?? defaultGroup;
+  const message = job.error?.message ?? "";
+  const same = held !== undefined && held.group === group && held.message === message;
+  return JSON.stringify({
+    group,
+    message,
+    when: same && typeof held.when === "number" ? held.when : Math.floor(finished),
+    worker: same && typeof held.worker === "string" ? held.worker : "",
+  });
+}
+
 /** Builds the import record; null for a state qless cannot hold (canceled jobs are deleted). */
 export function toImportRecord(job: Job, queue: string, defaultGroup: string): ImportRecord | null {
   const state = IMPORT_STATES[job.state];
   if (state === null) return null;
-  const nativeQless = (job.native.qless ?? null) as { history?: HistoryEntry[]; remaining?: number } | null;
+  const nativeQless = (job.native.qless ?? null) as QlessRecordFields | null;
   const { qless: _dropped, ...foreign } = job.native;
   const retries = Math.max(0, job.maxAttempts - 1);
   const ranBefore = job.state === "active" ? Math.max(0, job.attempts - 1) : job.attempts;
   const remaining = typeof nativeQless?.remaining === "number" ? nativeQless.remaining : Math.max(0, retries - ranBefore);
-  const history = Array.isArray(nativeQless?.history) ? storedHistory(nativeQless.history) : synthesizedHistory(job, queue);
+  const homeRecord = Array.isArray(nativeQless?.history);
+  const history = homeRecord ? storedHistory(nativeQless!.history!) : synthesizedHistory(job, queue);
   const finished = (job.finishedAt ?? job.createdAt) / 1000;
   const meta: SwitchyardMeta = {};
   if (job.backoff) meta.backoff = job.backoff;
   if (job.uniqueKey) meta.uniqueKey = job.uniqueKey;
   if (Object.keys(foreign).length > 0) meta.native = foreign;
+  const data = JSON.stringify(job.data);
+  // An active job's lease stays with the store it came from; a finished or waiting one's last worker is history.
+  const lastLease = homeRecord && job.state !== "active" ? nativeQless : null;
   return {
     jid: job.id,
     klass: job.name,
-    data: JSON.stringify(job.data),
+    data: typeof nativeQless?.data === "string" && sameJson(nativeQless.data, data) ? nativeQless.data : data,
     priority: job.priority,
     tags: job.tags,
     state,
     retries,
     remaining,
-    time: (job.startedAt ?? job.createdAt) / 1000,
+    worker: typeof lastLease?.worker === "string" ? lastLease.worker : "",
+    expires: typeof lastLease?.expires === "number" ? lastLease.expires : 0,
+    time: homeRecord && typeof nativeQless?.time === "string" ? Number(nativeQless.time) : (job.startedAt ?? job.createdAt) / 1000,
     created: job.createdAt / 1000,
     run_at: (job.runAt ?? job.createdAt) / 1000,
     finished,
     history,
     failure:
-      job.state === "failed" || job.error
-        ? JSON.stringify({
-            group: job.error?.group ?? defaultGroup,
-            message: job.error?.message ?? "",
-            when: Math.floor(finished),
-            worker: "",
-          })
-        : "",
+      job.state === "failed" || job.error ? failureField(job, homeRecord ? nativeQless?.failure : undefined, defaultGroup, finished) : "",
     depends: job.dependsOn,
-    meta: Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
+    meta: homeMeta(nativeQless, meta) ?? (Object.keys(meta).length > 0 ? JSON.stringify(meta) : ""),
     unique: job.uniqueKey ?? "",
     result: job.result === null ? "" : JSON.stringify(job.result),
     progress: job.progress === null ? "" : JSON.stringify(job.progress),

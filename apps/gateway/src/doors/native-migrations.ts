@@ -46,6 +46,12 @@ const StartBody = z
     targetQueue: Name.optional().describe("Write into this queue instead (one queue only)."),
     states: z.array(z.enum(JOB_STATES)).min(1).optional().describe("Only jobs in these states (migrate)."),
     mode: z.enum(["copy", "move"]).optional().describe("migrate only: copy (default) or move."),
+    waitActive: z
+      .number()
+      .min(0)
+      .max(86_400)
+      .optional()
+      .describe("migrate with mode move: seconds to wait at the end for jobs that were active to finish, to move them too."),
     idPrefix: z.string().min(1).max(100).optional().describe("Moved jobs get ids with this prefix (a target that numbers its own jobs)."),
     batchSize: z.number().int().min(1).max(10_000).optional(),
     intervalMs: z.number().int().min(10).max(3_600_000).optional().describe("bridge only: the wait between passes that found nothing."),

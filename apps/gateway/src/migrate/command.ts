@@ -25,7 +25,8 @@ export const MIGRATE_NOTES = `
 mysql://..., mongodb://... (Cloudq), redis://host:6379/0?type=qless or ?type=glidemq. Every queue of
 the source is copied unless --queue names one (or a pattern such as "mail-*"). Ids, attempts,
 timestamps and native fields travel with the jobs; active jobs arrive waiting. Jobs the target already
-holds are skipped. After each page the checkpoint file is rewritten, so a migration killed at any
+holds are skipped. Moving (--mode move), a job a worker holds stays with it; --wait-active waits
+(at most that many seconds) for such jobs to finish, then moves them too. After each page the checkpoint file is rewritten, so a migration killed at any
 point continues with --resume. Progress goes to stderr (bars on a terminal, else one JSON line per
 page); the report, with a checksum per queue and state in source and target, to stdout. Exit code 1
 when a backend is unreachable, the migration stops, or the verification finds a difference.
@@ -45,6 +46,7 @@ export interface MigrateCommandOptions {
   checkpoint?: string;
   verify?: boolean;
   mode?: string;
+  waitActive?: string;
 }
 
 /** A migration that could not start, finish or verify; the message says what to do next. */
@@ -81,6 +83,19 @@ export function parseBatchSize(value: string | undefined): number {
 function parseMode(value: string | undefined): "copy" | "move" {
   if (value === undefined || value === "copy" || value === "move") return value ?? "copy";
   throw new MigrateError(`--mode is copy or move, got "${value}"`);
+}
+
+/** The longest --wait-active: a day. */
+const MAX_WAIT_ACTIVE_S = 86_400;
+
+/** --wait-active in ms (0 when not given); only a move leaves active jobs to wait for. */
+export function parseWaitActive(value: string | undefined, mode: "copy" | "move"): number {
+  if (value === undefined) return 0;
+  const seconds = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || seconds > MAX_WAIT_ACTIVE_S)
+    throw new MigrateError(`--wait-active takes seconds, from 0 to ${MAX_WAIT_ACTIVE_S}; got "${value}"`);
+  if (mode !== "move") throw new MigrateError("--wait-active waits for active jobs to move them: it goes with --mode move");
+  return Math.round(seconds * 1000);
 }
 
 function parseStates(value: string | undefined): JobState[] | undefined {
@@ -186,6 +201,7 @@ export async function runMigrateCommand(
   const batchSize = parseBatchSize(values.batchSize);
   const states = parseStates(values.states);
   const mode = parseMode(values.mode);
+  const waitActiveMs = parseWaitActive(values.waitActive, mode);
   const endpoints = await resolveEndpoints(values, io, adapters);
   const { from, to } = { from: endpoints.from.name, to: endpoints.to.name };
   if (values.targetQueue !== undefined && (values.queue === undefined || isPattern(values.queue)))
@@ -215,7 +231,7 @@ export async function runMigrateCommand(
         const report = saved?.done
           ? finishedBefore(saved)
           : await migrateWithCheckpoint(
-              { source, target, queue, targetQueue, batchSize, mode, states, checkpoint, checkpointPath, view },
+              { source, target, queue, targetQueue, batchSize, mode, waitActiveMs, states, checkpoint, checkpointPath, view },
               saved,
             );
         reports.push({ queue, targetQueue, ...report });
@@ -246,6 +262,7 @@ interface QueueRun {
   targetQueue: string;
   batchSize: number;
   mode: "copy" | "move";
+  waitActiveMs: number;
   states: JobState[] | undefined;
   checkpoint: Checkpoint;
   checkpointPath: string;
@@ -274,6 +291,7 @@ async function migrateWithCheckpoint(run: QueueRun, saved: QueueCheckpoint | und
       targetQueue: run.targetQueue,
       batchSize: run.batchSize,
       mode: run.mode,
+      waitActiveMs: run.waitActiveMs,
       ...(run.states ? { states: run.states } : {}),
       ...(before.cursor !== null ? { cursor: before.cursor } : {}),
       onProgress: (progress) => {

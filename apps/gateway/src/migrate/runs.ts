@@ -23,6 +23,8 @@ export interface MigrationRunInput {
   states?: JobState[];
   /** `migrate` only: copy (default) or move; a bridge always moves. */
   mode?: "copy" | "move";
+  /** `migrate` with mode move: seconds to wait at the end for active jobs to finish, to move them too. */
+  waitActive?: number;
   idPrefix?: string;
   batchSize?: number;
   /** `bridge` only: how long to wait between passes that found nothing. */
@@ -70,6 +72,8 @@ export class MigrationRuns {
       throw new ValidationError(`from and to are both "${input.from}": give a targetQueue to copy within one backend`);
     if (input.targetQueue !== undefined && (input.queue === undefined || input.queue.includes("*")))
       throw new ValidationError("targetQueue renames one queue: give that queue as queue");
+    if (input.waitActive !== undefined && (input.kind !== "migrate" || input.mode !== "move"))
+      throw new ValidationError('waitActive waits for active jobs to move them: it goes with kind "migrate" and mode "move"');
     const run: MigrationRun = {
       id: randomUUID(),
       kind: input.kind,
@@ -154,6 +158,7 @@ export class MigrationRuns {
         targetQueue,
         mode: input.mode ?? "copy",
         signal,
+        ...(input.waitActive ? { waitActiveMs: input.waitActive * 1000 } : {}),
         ...(input.batchSize ? { batchSize: input.batchSize } : {}),
         ...(input.states ? { states: input.states } : {}),
         ...(input.idPrefix ? { idPrefix: input.idPrefix } : {}),

@@ -108,24 +108,65 @@ API['switchyard.counts'] = function(now, queue)
   })
 end
 
--- Every job of the queue in every state, sorted by jid. A page is the first `count` jids after
--- the last jid of the previous page (`after`, '' for the first page), so a job deleted or moved
--- between two pages never shifts another one out of the export.
-API['switchyard.export'] = function(now, queue, after, count)
-  count = tonumber(count)
-  local seen, all = {}, {}
+-- An export walks a snapshot of the queue's jids taken by its first page: a sorted set whose members
+-- all score 0, so they are kept (and paged) in jid order without sorting again on every page.
+-- Membership is fixed when the walk starts, so a job that moves between states (or is deleted)
+-- meanwhile is handed out exactly once (or not at all), never twice; jobs put after the snapshot
+-- wait for the next export. The snapshot expires unless paged (EXPORT_TTL seconds) and is deleted
+-- with the last page; a cursor that outlives it starts a new one from its last jid on.
+local EXPORT_TTL = 900
+
+local function export_key(token)
+  return 'ql:sy:export:' .. token
+end
+
+local function snapshot_jids(key, queue, after)
+  local batch = {}
+  local function flush()
+    if #batch > 0 then
+      redis.call('zadd', key, unpack(batch))
+      batch = {}
+    end
+  end
   for _, state in ipairs({ 'waiting', 'delayed', 'active', 'blocked', 'failed', 'completed' }) do
     for _, jid in ipairs(jids_in_state(queue, state)) do
-      if not seen[jid] and jid > after then
-        seen[jid] = true
-        all[#all + 1] = jid
+      if jid > after then
+        batch[#batch + 1] = 0
+        batch[#batch + 1] = jid
+        -- ZADD takes its arguments through unpack, which Lua caps near 8,000.
+        if #batch >= 2000 then
+          flush()
+        end
       end
     end
   end
-  table.sort(all)
-  local page = page_of(all, 0, count)
-  page.last = all[math.min(#all, count)]
-  return cjson.encode(page)
+  flush()
+end
+
+-- One page of the export: the first `count` jids after `after` ('' for the first page) of the
+-- snapshot `token`, as documents of jobs still in the queue. Answers {docs, more, last}.
+API['switchyard.export'] = function(now, queue, token, after, count)
+  count = tonumber(count)
+  local key = export_key(token)
+  if redis.call('exists', key) == 0 then
+    snapshot_jids(key, queue, after)
+  end
+  local start = after == '' and '-' or '(' .. after
+  local jids = redis.call('zrangebylex', key, start, '+', 'LIMIT', 0, count + 1)
+  local docs = {}
+  for i = 1, math.min(#jids, count) do
+    -- A job deleted, or put into another queue, since the snapshot is no longer this queue's.
+    if in_queue(jids[i], queue) then
+      docs[#docs + 1] = sy_document(jids[i])
+    end
+  end
+  local more = #jids > count
+  if more then
+    redis.call('expire', key, EXPORT_TTL)
+  else
+    redis.call('del', key)
+  end
+  return cjson.encode({ docs = docs, more = more, last = jids[math.min(#jids, count)] })
 end
 
 API['switchyard.queues'] = function(now)

@@ -196,6 +196,21 @@ local function detach_job(jid)
   redis.call('del', job_key(jid), job_key(jid, '-history'), job_key(jid, '-dependencies'))
 end
 
+-- A blocked job's parents may arrive on a later page of the same migration: one the target does not
+-- hold yet is linked all the same (the job was blocked on it in the source, so it was unfinished),
+-- and its completion releases the job as qless's own does. Only a parent held complete is not.
+local function link_imported_dependencies(jid, depends)
+  local linked = 0
+  for _, dep in ipairs(depends) do
+    if redis.call('hget', job_key(dep), 'state') ~= 'complete' then
+      linked = linked + 1
+      redis.call('sadd', job_key(dep, '-dependents'), jid)
+      redis.call('sadd', job_key(jid, '-dependencies'), dep)
+    end
+  end
+  return linked
+end
+
 -- Writes one job as it was exported (possibly from another system), unless the queue already
 -- has that jid. The record is JSON built by the adapter; strings such as data stay byte for byte.
 -- Its unique key is registered as enqueue registers it (whatever the job's state, since enqueue's
@@ -216,8 +231,8 @@ local function import_record(now, queue, r)
     'priority', r.priority,
     'tags', cjson.encode(r.tags),
     'state', r.state,
-    'worker', '',
-    'expires', 0,
+    'worker', r.worker or '',
+    'expires', r.expires or 0,
     'queue', queue,
     'retries', r.retries,
     'remaining', r.remaining,
@@ -238,7 +253,7 @@ local function import_record(now, queue, r)
   if r.state == 'scheduled' then
     set_add(queue, 'scheduled', r.run_at, r.jid)
   elseif r.state == 'depends' then
-    if link_dependencies(r.jid, r.depends) > 0 then
+    if link_imported_dependencies(r.jid, r.depends) > 0 then
       set_add(queue, 'depends', now, r.jid)
     else
       redis.call('hset', key, 'state', 'waiting')
@@ -250,7 +265,16 @@ local function import_record(now, queue, r)
     add_failure(failure.group, r.jid)
     redis.call('hincrby', stats_key(day_of(failure.when), queue), 'failed', 1)
   elseif r.state == 'complete' then
-    redis.call('hmset', key, 'queue', '', SY_QUEUE, queue)
+    -- As qless's complete leaves it: no queue, an empty failure. qless finds a completed job's queue
+    -- in the last put of its history; only a job whose history names no put into this queue (one
+    -- from another system, or renamed on the way) needs it said in switchyard.queue.
+    redis.call('hset', key, 'queue', '')
+    if r.failure == '' then
+      redis.call('hset', key, 'failure', '{}')
+    end
+    if home_queue(r.jid) ~= queue then
+      redis.call('hset', key, SY_QUEUE, queue)
+    end
     redis.call('zadd', 'ql:completed', r.finished, r.jid)
   else
     work_add(queue, r.created, r.priority, r.jid)
@@ -258,19 +282,27 @@ local function import_record(now, queue, r)
   if r.unique ~= '' and not unique_holder(queue, r.unique) then
     redis.call('hset', unique_hash(queue), r.unique, r.jid)
   end
-  register_queue(queue, now)
   return 1
 end
 
 API['switchyard.import'] = function(now, queue, record_json)
-  return import_record(now, queue, cjson.decode(record_json))
+  local written = import_record(now, queue, cjson.decode(record_json))
+  if written == 1 then
+    register_queue(queue, now)
+  end
+  return written
 end
 
 -- A page of records in one call, in order; returns 1 (written) or 0 (the queue had the jid) for each.
+-- The queue is registered once for the page, not once per job.
 API['switchyard.import-many'] = function(now, queue, records_json)
-  local written = {}
+  local written, any = {}, false
   for i, r in ipairs(cjson.decode(records_json)) do
     written[i] = import_record(now, queue, r)
+    any = any or written[i] == 1
+  end
+  if any then
+    register_queue(queue, now)
   end
   return written
 end
