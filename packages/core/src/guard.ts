@@ -17,6 +17,8 @@ const CONNECTION_CODES = new Set([
   "EAI_AGAIN",
   "PROTOCOL_CONNECTION_LOST", // mysql2
   "57P01", // PostgreSQL: the server was shut down under the connection
+  "57P02", // PostgreSQL: another server process crashed, so every connection was ended
+  "57P03", // PostgreSQL: the server is starting up, shutting down or in recovery
   "SQLITE_CANTOPEN",
 ]);
 
@@ -32,11 +34,13 @@ const CONNECTION_ERROR_NAMES = new Set([
 ]);
 
 /**
- * The drivers' texts for a connection they lost or cannot use, and server replies that mean "not
- * now" rather than "wrong request" (a Redis cluster without quorum, a server still loading).
+ * The drivers' texts for a connection they lost or cannot use (pg's pooled client whose server went
+ * away: "Connection terminated unexpectedly", then "... is not queryable"), and server replies that
+ * mean "not now" rather than "wrong request" (a Redis cluster without quorum or moving slots during a
+ * failover, which ioredis gives up on as "Too many Cluster redirections", a server still loading).
  */
 const CONNECTION_MESSAGE =
-  /Connection is closed|Stream isn't writeable|max retries per request|None of startup nodes is available|Failed to refresh slots cache|Command timed out|^CLUSTERDOWN|^TRYAGAIN|^LOADING|^MASTERDOWN|Knex: Timeout acquiring a connection|Cannot open database|unable to open database/i;
+  /Connection is closed|Connection terminated|is not queryable|Too many Cluster redirections|Stream isn't writeable|max retries per request|None of startup nodes is available|Failed to refresh slots cache|Command timed out|^CLUSTERDOWN|^TRYAGAIN|^LOADING|^MASTERDOWN|Knex: Timeout acquiring a connection|Cannot open database|unable to open database/i;
 
 /** Whether a driver's error means the store is unreachable (duck-typed: no driver is imported). */
 export function isConnectionError(error: unknown): boolean {

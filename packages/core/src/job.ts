@@ -82,7 +82,8 @@ export const TagsSchema = z.array(z.string().min(1));
 export const EnqueueInputSchema = z
   .object({
     id: storableText("a job id").optional(),
-    name: z.string().min(1).max(255),
+    // Stored and matched like an id: a NUL or a lone surrogate would not come back as it was sent.
+    name: storableText("a job name"),
     data: JsonSchema.default(null),
     priority: PrioritySchema.default(0),
     /** Milliseconds to wait before the job may run; exclusive with `runAt`. */
