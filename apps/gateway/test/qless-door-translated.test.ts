@@ -181,6 +181,59 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("complete, fail, retry and heartbeat of a job not in the worker's hands answer qless's own words, in job.lua's order", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {});
+      await put(r, "other", "K", {});
+      const error = async (command: string, args: Array<string | number>) => {
+        const res = await r.qless(command, args);
+        return [res.status, res.body.error?.message];
+      };
+      const waiting = [
+        await error("complete", [r.jid("job"), "w", r.queue, "{}"]),
+        await error("fail", [r.jid("job"), "w", "group", "message", "{}"]),
+        await error("retry", [r.jid("job"), r.queue, "w"]),
+        await error("heartbeat", [r.jid("job"), "w", "{}"]),
+      ];
+      await r.qless("pop", [r.queue, "w", 1]);
+      const otherWorker = [
+        await error("complete", [r.jid("job"), "intruder", r.queue, "{}"]),
+        await error("fail", [r.jid("job"), "intruder", "group", "message", "{}"]),
+        await error("retry", [r.jid("job"), r.queue, "intruder"]),
+        await error("heartbeat", [r.jid("job"), "intruder", "{}"]),
+      ];
+      await r.qless("cancel", [r.jid("other")]);
+      // qless deletes a canceled job: a store that keeps it must show it as gone.
+      const canceled = [await error("heartbeat", [r.jid("other"), "w", "{}"]), (await r.qless("get", [r.jid("other")])).body];
+      return { waiting, otherWorker, canceled };
+    });
+    expect(seen).toEqual({
+      waiting: [
+        [400, "Complete(): Job <job> is not currently running: waiting"],
+        [400, "Fail(): Job <job>not currently running: waiting"],
+        [400, "Retry(): Job <job> is not currently running: waiting"],
+        [400, "Heartbeat(): Job <job> not currently running: waiting"],
+      ],
+      otherWorker: [
+        [400, "Complete(): Job <job> has been handed out to another worker: w"],
+        [400, "Fail(): Job <job> running with another worker: w"],
+        [400, "Retry(): Job <job> has been given to another worker: w"],
+        [400, "Heartbeat(): Job <job> given out to another worker: w"],
+      ],
+      canceled: [[400, "Heartbeat(): Job <other> does not exist"], { reply: null }],
+    });
+  });
+
+  it("pop and peek without a count are qless's argument errors, not one job", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {});
+      const pop = await r.qless("pop", [r.queue, "w"]);
+      const peek = await r.qless("peek", [r.queue]);
+      return [pop.status, peek.status, (await r.qless("peek", [r.queue, 1])).body.reply.length];
+    });
+    expect(seen).toEqual([400, 400, 1]);
+  });
+
   it("queues without a queue lists every queue of the backend with its counts", async () => {
     await sameOnBoth(async (r) => {
       await put(r, "job", "K", {});

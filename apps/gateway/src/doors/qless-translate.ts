@@ -10,6 +10,7 @@ import {
   UnsupportedError,
   hasJobEditing,
 } from "@switchyard/core";
+import { QLESS_STATE, asWorker } from "./qless-refusals.js";
 
 /**
  * The qless core subset on a backend that is not qless-redis: each command becomes core operations
@@ -24,16 +25,6 @@ const DEFAULT_RETRIES = 5;
 
 type Arg = string | number;
 export type QlessArgs = Arg[];
-
-const QLESS_STATE: Record<JobState, string> = {
-  waiting: "waiting",
-  delayed: "scheduled",
-  active: "running",
-  completed: "complete",
-  failed: "failed",
-  canceled: "canceled",
-  blocked: "depends",
-};
 
 /** cjson encodes an empty Lua table as `{}`; qless clients expect that for empty lists. */
 const luaList = (items: string[]): string[] | Record<string, never> => (items.length > 0 ? items : {});
@@ -156,6 +147,9 @@ export function qlessJob(job: Job): Record<string, unknown> {
   };
 }
 
+/** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
+const forgotten = (job: Job) => job.state === "canceled";
+
 const jobList = (jobs: Job[]) => (jobs.length > 0 ? jobs.map(qlessJob) : {});
 
 /** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
@@ -169,12 +163,13 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
   },
   async pop(backend, queue, args) {
     const worker = required("pop", "Pop", args, 1, "worker");
-    const count = numeric("pop", "Pop", args[2] ?? 1, "count");
+    // qless has no default count: a pop or peek without one is its error, not one job.
+    const count = numeric("pop", "Pop", args[2], "count");
     if (count < 1) return {};
     return jobList(await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: QLESS_LEASE_MS }));
   },
   async peek(backend, queue, args) {
-    const count = numeric("peek", "Peek", args[1] ?? 1, "count");
+    const count = numeric("peek", "Peek", args[1], "count");
     if (count < 1) return {};
     // qless's order, the claim order: higher priority first, then the earlier put.
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
@@ -184,7 +179,7 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
     if (args.length > 4) throw unsupported("complete with next/delay/depends", queue, backend);
-    await backend.complete(queue, jid, { worker });
+    await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
     return "complete";
   },
   async fail(backend, queue, args) {
@@ -192,24 +187,28 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const worker = required("fail", "Fail", args, 1, "worker");
     const group = required("fail", "Fail", args, 2, "group");
     const message = required("fail", "Fail", args, 3, "message");
-    await backend.fail(queue, jid, { worker, error: { group, message }, retry: false });
+    await asWorker(backend, queue, "Fail", jid, worker, () =>
+      backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
+    );
     return jid;
   },
   async heartbeat(backend, queue, args) {
     const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
     const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
-    const job = await backend.heartbeat(queue, jid, { worker, leaseMs: QLESS_LEASE_MS });
+    const job = await asWorker(backend, queue, "Heartbeat", jid, worker, () =>
+      backend.heartbeat(queue, jid, { worker, leaseMs: QLESS_LEASE_MS }),
+    );
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
     return job.lease ? seconds(job.lease.expiresAt) : 0;
   },
   async get(backend, queue, args) {
     const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
-    return job ? qlessJob(job) : null;
+    return job && !forgotten(job) ? qlessJob(job) : null;
   },
   async multiget(backend, queue, args) {
     // Missing jids are left out, as qless does.
     const jobs = await Promise.all(args.map((jid) => backend.get(queue, String(jid))));
-    return jobList(jobs.filter((job): job is Job => job !== null));
+    return jobList(jobs.filter((job): job is Job => job !== null && !forgotten(job)));
   },
   async cancel(backend, queue, args) {
     const jids = args.map(String);
@@ -225,7 +224,10 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const delay = numeric("retry", "Retry", args[3] ?? 0, "delay");
     const group = args[4] === undefined ? exhaustedGroup(queue) : String(args[4]);
     const message = args[5] === undefined ? exhaustedMessage(queue) : String(args[5]);
-    const job = await backend.fail(queue, jid, { worker, error: { group, message }, retryDelay: Math.max(0, Math.round(delay * 1000)) });
+    const retryDelay = Math.max(0, Math.round(delay * 1000));
+    const job = await asWorker(backend, queue, "Retry", jid, worker, () =>
+      backend.fail(queue, jid, { worker, error: { group, message }, retryDelay }),
+    );
     // qless answers the retries left after this one, negative once the job has failed for good.
     return job.state === "failed" ? -1 : remainingRetries(job);
   },

@@ -1,0 +1,80 @@
+import {
+  type Backend,
+  InvalidStateError,
+  type Job,
+  type JobState,
+  LeaseLostError,
+  NotFoundError,
+  QlessCommandError,
+} from "@switchyard/core";
+
+/**
+ * qless's names for job states, and its words when a worker's command finds the job not in its hands:
+ * a core store refuses such a command with its own typed error, which a qless client would not
+ * recognise (qless-core's tests match these words), so the translation words it as job.lua does.
+ */
+
+export const QLESS_STATE: Record<JobState, string> = {
+  waiting: "waiting",
+  delayed: "scheduled",
+  active: "running",
+  completed: "complete",
+  failed: "failed",
+  canceled: "canceled",
+  blocked: "depends",
+};
+
+type WorkerCommand = "Complete" | "Fail" | "Retry" | "Heartbeat";
+
+/** job.lua's messages, spacing included (Fail's first two lack a space there too). */
+const WORDS: Record<WorkerCommand, { missing: string; notRunning: string; otherWorker: string }> = {
+  Complete: {
+    missing: " does not exist",
+    notRunning: " is not currently running: ",
+    otherWorker: " has been handed out to another worker: ",
+  },
+  Fail: { missing: "does not exist", notRunning: "not currently running: ", otherWorker: " running with another worker: " },
+  Retry: { missing: " does not exist", notRunning: " is not currently running: ", otherWorker: " has been given to another worker: " },
+  Heartbeat: { missing: " does not exist", notRunning: " not currently running: ", otherWorker: " given out to another worker: " },
+};
+
+/** The job under `jid` in `queue`; for Complete, which names a queue qless checks, also in another queue. */
+async function findJob(backend: Backend, queue: string, jid: string, command: WorkerCommand): Promise<Job | null> {
+  const job = await backend.get(queue, jid);
+  if (job || command !== "Complete") return job;
+  for (const other of await backend.queues()) {
+    const found = other === queue ? null : await backend.get(other, jid);
+    if (found) return found;
+  }
+  return null;
+}
+
+/**
+ * Runs a worker's command; when the store refuses it because the job is missing, not running, or held
+ * by another worker, answers qless's error for it, checked in job.lua's order.
+ */
+export async function asWorker<T>(
+  backend: Backend,
+  queue: string,
+  command: WorkerCommand,
+  jid: string,
+  worker: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (!(error instanceof NotFoundError || error instanceof LeaseLostError || error instanceof InvalidStateError)) throw error;
+    const job = await findJob(backend, queue, jid, command);
+    const words = WORDS[command];
+    const refuse = (text: string) => new QlessCommandError(command.toLowerCase(), `${command}(): Job ${jid}${text}`, { cause: error });
+    // qless forgets a canceled job.
+    if (!job || job.state === "canceled") throw refuse(words.missing);
+    if (job.state !== "active") throw refuse(`${words.notRunning}${QLESS_STATE[job.state]}`);
+    const holder = job.lease?.worker ?? "";
+    if (holder !== worker) throw refuse(`${words.otherWorker}${holder}`);
+    if (job.queue !== queue) throw refuse(` running in another queue: ${job.queue}`);
+    // Held by this worker after all (a lease that expired meanwhile): the store's own reason stands.
+    throw error;
+  }
+}
