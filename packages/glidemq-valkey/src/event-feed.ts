@@ -2,7 +2,6 @@ import { type JobEventFeed, type JobEventType, type StoreEvent, pause, watchInRo
 import type { Redis } from "ioredis";
 import { flatToRecord } from "./codec.js";
 import { queueKeys } from "./keys.js";
-import { queueNames } from "./listing.js";
 import { type RedisClient, isCluster } from "./scripts.js";
 
 /**
@@ -28,8 +27,12 @@ const GLIDE_EVENT_TYPES: Record<string, JobEventType> = {
   resumed: "resumed",
 };
 
-/** How often new queues are looked for (a SCAN of the keyspace); their events since then are read. */
-const DISCOVERY_MS = 5_000;
+/**
+ * How often new queues are looked for: a SCAN walks the whole keyspace, which is slow with millions of
+ * job hashes, so it is rare; a queue someone waits on, watches or enqueues to through this gateway is
+ * read at once (`include`). A queue found late is read from the previous look, so nothing is missed.
+ */
+const DISCOVERY_MS = 30_000;
 /** How long one blocking read waits (standalone), which is also how soon an included queue is read. */
 const BLOCK_MS = 250;
 const CLUSTER_POLL_MS = 100;
@@ -38,6 +41,22 @@ const READ_COUNT = 500;
 type StreamReply = Array<[key: string, entries: Array<[id: string, fields: string[]]>]> | null;
 
 const timeOf = (entryId: string) => Number(entryId.slice(0, entryId.indexOf("-")));
+
+/** The queues that have an events stream, on every primary: SCAN with a MATCH that returns only those keys. */
+async function queuesWithEvents(client: RedisClient, prefix: string): Promise<string[]> {
+  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client as Redis];
+  const queues = new Set<string>();
+  const start = prefix.length + 2;
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:{*}:events`, "COUNT", 5_000);
+      cursor = next;
+      for (const key of keys) queues.add(key.slice(start, key.length - "}:events".length));
+    } while (cursor !== "0");
+  }
+  return [...queues];
+}
 
 function toEvent(queue: string, entryId: string, fields: string[]): StoreEvent | null {
   const entry = flatToRecord(fields);
@@ -59,7 +78,7 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
 
   return {
     eventFeed: {
-      mechanism: "XREAD BLOCK on each queue's glide-mq events stream (polled every 100 ms on a cluster); new queues found every 5 s",
+      mechanism: "XREAD BLOCK on each queue's glide-mq events stream (polled every 100 ms on a cluster); new queues found every 30 s or when included",
       history: true,
       everyMove: false,
       latencyMs: 1,
@@ -69,7 +88,7 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
 
     async eventsAfter(position, limit) {
       const redis = await ready();
-      const queues = await queueNames(redis, prefix);
+      const queues = await queuesWithEvents(redis, prefix);
       const read = await Promise.all(
         queues.map(async (queue) => {
           const entries = (await redis.xrange(eventsKey(queue), `(${position}`, "+", "COUNT", limit)) as Array<[string, string[]]>;
@@ -100,7 +119,7 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
         // A queue first seen now is read from the previous look, so its first events are not missed.
         const from = discoveredAt === 0 ? start : positionAt(discoveredAt);
         discoveredAt = now;
-        for (const queue of await queueNames(redis, prefix)) if (!after.has(queue)) after.set(queue, from);
+        for (const queue of await queuesWithEvents(redis, prefix)) if (!after.has(queue)) after.set(queue, from);
       };
       const deliver = (reply: StreamReply, queueOfKey: Map<string, string>) => {
         for (const [key, entries] of reply ?? []) {
