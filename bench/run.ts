@@ -9,6 +9,8 @@
  *
  *   npm run bench                       # every store
  *   npm run bench -- sqlite glidemq     # some of them
+ *   npm run bench -- --quick            # one run of fewer jobs per figure (a look, not a measurement)
+ *   npm run bench -- --json             # the rows as JSON lines after the table
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -23,9 +25,11 @@ import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
 
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
-const ENQUEUE_JOBS = Number(process.env.BENCH_ENQUEUE_JOBS ?? 2000);
-const CYCLE_JOBS = Number(process.env.BENCH_CYCLE_JOBS ?? 2000);
+const QUICK = process.argv.includes("--quick");
+const JSON_OUTPUT = process.argv.includes("--json");
+const RUNS = Number(process.env.BENCH_RUNS ?? (QUICK ? 1 : 3));
+const ENQUEUE_JOBS = Number(process.env.BENCH_ENQUEUE_JOBS ?? (QUICK ? 500 : 2000));
+const CYCLE_JOBS = Number(process.env.BENCH_CYCLE_JOBS ?? (QUICK ? 500 : 2000));
 const STORES: StoreName[] = ["sqlite", "postgres", "mysql", "qless", "glidemq", "cloudq"];
 /**
  * Jobs per cycle measurement, by store: FerretDB hands out a Cloudq job in tens of milliseconds (a
@@ -275,5 +279,11 @@ function printRows(rows: Row[]): void {
 }
 
 const only = process.argv.slice(2).filter((arg) => STORES.includes(arg as StoreName)) as StoreName[];
-for (const name of only.length > 0 ? only : STORES) printRows(await benchStore(name));
+const all: Row[] = [];
+for (const name of only.length > 0 ? only : STORES) {
+  const rows = await benchStore(name);
+  printRows(rows);
+  all.push(...rows);
+}
+if (JSON_OUTPUT) for (const row of all) process.stdout.write(`${JSON.stringify({ machine, runs: RUNS, ...row })}\n`);
 process.exit(0);

@@ -54,6 +54,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await gateway.close();
     throw error;
   }
+  // Idle keep-alive connections stay open longer than a load balancer's (60 s on most), so the gateway
+  // never closes one under a request a client or balancer is just sending on it (Node's default is 5 s).
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   const { resp } = gateway.config.doors;
   let respServer: RunningRespServer | null = null;
   try {
