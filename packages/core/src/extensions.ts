@@ -195,3 +195,46 @@ export interface JobRemoval {
 export function hasJobRemoval(backend: Backend): backend is Backend & JobRemoval {
   return typeof (backend as Partial<JobRemoval>).remove === "function";
 }
+
+/** A node of a glide-mq flow tree (FlowProducer's FlowJob): children run first, the node once they all completed. */
+export interface GlideMqFlowJob {
+  name: string;
+  queueName: string;
+  data?: unknown;
+  opts?: Record<string, unknown>;
+  children?: GlideMqFlowJob[];
+}
+
+/** One job of a flow, as the proxy's flow record names it. */
+export interface GlideMqFlowRef {
+  jobId: string;
+  queueName: string;
+}
+
+/** The proxy's record of a flow (`{flow:<id>}:meta|jobs|roots`): what GET /flows/:id starts from. */
+export interface GlideMqFlowRecord {
+  flowId: string;
+  kind: "tree" | "dag";
+  createdAt: number;
+  jobs: GlideMqFlowRef[];
+  roots: GlideMqFlowRef[];
+}
+
+/**
+ * glide-mq's flows as its proxy writes them: FlowProducer.add's jobs, deps sets and events, plus the
+ * proxy's flow record. A custom jobId that exists already is a ConflictError, and nothing is written.
+ */
+export interface GlideMqFlows {
+  /** Writes the whole tree (nested, across queues) at once; answers its record (flowId = the root's id). */
+  addFlow(flow: GlideMqFlowJob): Promise<GlideMqFlowRecord>;
+  /** The record of a flow the proxy (or this gateway) wrote, or null. */
+  flowRecord(flowId: string): Promise<GlideMqFlowRecord | null>;
+  /** Forgets the record (the jobs stay, as the proxy's DELETE leaves them revoked or finished). */
+  removeFlowRecord(flowId: string): Promise<void>;
+}
+
+export function hasGlideMqFlows(backend: Backend): backend is Backend & GlideMqFlows {
+  return (
+    typeof (backend as Partial<GlideMqFlows>).addFlow === "function" && typeof (backend as Partial<GlideMqFlows>).flowRecord === "function"
+  );
+}

@@ -8,6 +8,7 @@ import {
   type EnqueueResult,
   type ExportOptions,
   type FailOptions,
+  type GlideMqFlows,
   type GlideMqQueues,
   type HeartbeatOptions,
   type ImportResult,
@@ -31,6 +32,7 @@ import { throwRefusal, toActivated } from "./consumer.js";
 import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
 import { glideEventFeed } from "./event-feed.js";
 import { indexBlocked } from "./flow-parents.js";
+import { glideFlows } from "./flow-tree.js";
 import type { AddedSnapshot } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
@@ -86,7 +88,7 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
  * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
  */
-export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues & JobEventFeed {
+export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues & GlideMqFlows & JobEventFeed {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
@@ -174,6 +176,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     ...glideQueue(ready, keysOf),
     ...glideEventFeed(ready, prefix),
     ...deadLetters(ready, keysOf, producing),
+    ...glideFlows(ready, keysOf, producing),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 

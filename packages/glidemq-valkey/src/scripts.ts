@@ -21,6 +21,7 @@ export type ScriptName =
   | "pause"
   | "import"
   | "flow"
+  | "flow-tree"
   | "count-prioritized"
   | "change-priority"
   | "change-delay"
@@ -71,6 +72,7 @@ const ALL: ScriptName[] = [
   "pause",
   "import",
   "flow",
+  "flow-tree",
   "count-prioritized",
   "change-priority",
   "change-delay",

@@ -3,7 +3,7 @@ import type { Access } from "../auth.js";
 import { GlideError, JobParams, QueueParams } from "./glidemq-schemas.js";
 
 /**
- * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (flows and
+ * The routes of glide-mq's proxy that rest on glide-mq features no Backend offers yet (flow
  * budgets, usage, broadcast, suspend and signal, a job's output stream). They are declared, so a
  * client gets a 501 `{error}` naming the feature and the queue's backend rather than a 404 that looks
  * like a wrong path.
@@ -17,7 +17,6 @@ interface UnsupportedRoute {
 const answer = {
   501: { description: "Not served by this gateway", content: { "application/json": { schema: GlideError } } },
 };
-const Id = z.object({ id: z.string() });
 const FlowParams = QueueParams.extend({ parentId: z.string() });
 const BudgetParams = QueueParams.extend({ flowId: z.string() });
 const BroadcastParams = z.object({ name: z.string() });
@@ -43,10 +42,6 @@ export const UNSUPPORTED_ROUTES: UnsupportedRoute[] = [
   unsupported("the suspended jobs", "read", "get", "/queues/{queue}/suspended", QueueParams),
   unsupported("a flow's usage", "read", "get", "/queues/{queue}/flows/{parentId}/usage", FlowParams),
   unsupported("a flow's budget", "read", "get", "/queues/{queue}/flows/{flowId}/budget", BudgetParams),
-  unsupported("flows and DAGs", "write", "post", "/flows"),
-  unsupported("flows and DAGs", "read", "get", "/flows/{id}", Id),
-  unsupported("flows and DAGs", "read", "get", "/flows/{id}/tree", Id),
-  unsupported("flows and DAGs", "admin", "delete", "/flows/{id}", Id),
   unsupported("the usage summary", "read", "get", "/usage/summary"),
   unsupported("broadcast", "write", "post", "/broadcast/{name}", BroadcastParams),
   unsupported("broadcast", "read", "get", "/broadcast/{name}/events", BroadcastParams),

@@ -11,6 +11,7 @@ import type { Door, DoorContext } from "./door.js";
 import { streamEvents } from "./event-stream.js";
 import { mountDeadLetterRoutes } from "./glidemq-dlq.js";
 import { glideEventStream, glideFrame } from "./glidemq-events.js";
+import { mountFlowRoutes } from "./glidemq-flows.js";
 import { CORE_STATES_OF, asGlideJob, corePriority, glideCounts, toEnqueueInput } from "./glidemq-jobs.js";
 import { mountGlideOnlyRoutes } from "./glidemq-native.js";
 import * as S from "./glidemq-schemas.js";
@@ -70,7 +71,7 @@ export const glidemqDoor: Door = {
   },
 };
 
-function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHono<GatewayEnv> {
+function createGlidemqDoor({ router, backends, wakeups, events }: DoorContext): OpenAPIHono<GatewayEnv> {
   const door = declaredDoor((error) => S.describeGlideFailure(error));
   door.use("*", errorFormat("glidemq"), limitBody);
   // The proxy's health counts the queues it has opened; this door, the queues it has served.
@@ -387,6 +388,7 @@ function createGlidemqDoor({ router, wakeups, events }: DoorContext): OpenAPIHon
   mountWorkerRoutes(door, on, wakeups);
   mountGlideOnlyRoutes(door, on);
   mountDeadLetterRoutes(door, on);
+  mountFlowRoutes(door, on, backends);
 
   for (const unsupported of UNSUPPORTED_ROUTES) {
     door.openapi(guarded("glidemq", unsupported.access, unsupported.route), (c: Context<GatewayEnv>) => {

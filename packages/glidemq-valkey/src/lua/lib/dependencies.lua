@@ -27,6 +27,13 @@ local function notifyParent(prefix, jobKey, jobId, parentId)
     local tag = '{' .. (parent[2] or '') .. '}'
     if not parent[2] or parent[2] == '' or string.sub(queuePrefix, -#tag) == tag then
       markDependencyDone(prefix, parent[1], member)
+    else
+      -- A parent in another queue (a cross-queue flow), as glide-mq's complete releases it with the
+      -- parent queue's keys. A standalone server reaches them; a cluster refuses keys of another
+      -- slot, and then the parent is left as glide-mq leaves it there.
+      local parentPrefix = (string.gsub(queuePrefix, '{[^{}]*}$', function() return tag end)) .. ':'
+      local reachable = redis.pcall('EXISTS', parentPrefix .. 'job:' .. parent[1])
+      if reachable == 1 then markDependencyDone(parentPrefix, parent[1], member) end
     end
   end
   for _, entry in ipairs(redis.call('SMEMBERS', prefix .. 'parents:' .. jobId)) do
