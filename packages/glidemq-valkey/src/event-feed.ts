@@ -78,7 +78,8 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
 
   return {
     eventFeed: {
-      mechanism: "XREAD BLOCK on each queue's glide-mq events stream (polled every 100 ms on a cluster); new queues found every 30 s or when included",
+      mechanism:
+        "XREAD BLOCK on each queue's glide-mq events stream (polled every 100 ms on a cluster); new queues found every 30 s or when included",
       history: true,
       everyMove: false,
       latencyMs: 1,
