@@ -1,7 +1,7 @@
-import { type Backend, BackendUnavailableError } from "@switchyard/core";
+import { type Backend, BackendUnavailableError, wrapMethods } from "@switchyard/core";
 
 /** Calls the deadline does not cover: closing waits for what is in flight. */
-const UNTIMED = new Set<string | symbol>(["close"]);
+const UNTIMED = new Set(["close"]);
 
 /**
  * The backend, each call answered within `timeoutMs` or refused with BackendUnavailableError naming
@@ -12,26 +12,29 @@ const UNTIMED = new Set<string | symbol>(["close"]);
 export function withDeadline<B extends Backend>(name: string, backend: B, timeoutMs: number): B {
   const unavailable = (detail: string, cause?: unknown) =>
     new BackendUnavailableError(`backend "${name}" (${backend.kind}) ${detail}`, cause === undefined ? undefined : { cause });
-  return new Proxy(backend, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== "function" || UNTIMED.has(property)) return value;
-      return async (...args: unknown[]) => {
-        let timer: NodeJS.Timeout | undefined;
-        const deadline = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(unavailable(`did not answer ${String(property)} within ${timeoutMs} ms`)), timeoutMs);
-        });
-        try {
-          return await Promise.race([value.apply(target, args), deadline]);
-        } catch (error) {
-          if (error instanceof BackendUnavailableError && !error.message.startsWith(`backend "${name}"`)) {
-            throw unavailable(`is unavailable: ${error.message}`, error);
-          }
-          throw error;
-        } finally {
+  const withName = (error: unknown) =>
+    error instanceof BackendUnavailableError && !error.message.startsWith(`backend "${name}"`)
+      ? unavailable(`is unavailable: ${error.message}`, error)
+      : error;
+  return wrapMethods(backend, (operation, method, target) => {
+    if (UNTIMED.has(operation)) return method;
+    const late = `did not answer ${operation} within ${timeoutMs} ms`;
+    // One promise per call, settled by whichever comes first: the answer or the timer.
+    return (...args: unknown[]) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(unavailable(late)), timeoutMs);
+        const refuse = (error: unknown) => {
           clearTimeout(timer);
+          reject(withName(error));
+        };
+        try {
+          Promise.resolve(method.apply(target, args)).then((value) => {
+            clearTimeout(timer);
+            resolve(value);
+          }, refuse);
+        } catch (error) {
+          refuse(error);
         }
-      };
-    },
+      });
   });
 }

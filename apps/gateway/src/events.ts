@@ -8,6 +8,7 @@ import {
   type JobEventType,
   type StoreEvent,
   hasEventFeed,
+  wrapMethods,
 } from "@switchyard/core";
 
 export { JOB_EVENT_TYPES, type JobEventType } from "@switchyard/core";
@@ -149,17 +150,19 @@ export class JobEvents {
       for (const [key, entry] of this.#unmatched) if (entry.until < now) this.#unmatched.delete(key);
       this.#nextSweep = now + ECHO_WINDOW_MS;
     }
-    const move = [backend, queue, jobId ?? "", type === "delayed" ? "enqueued" : type].join("\u0000");
-    const other = this.#unmatched.get(`${source === "gateway" ? "store" : "gateway"}|${move}`);
+    const move = `${backend}\u0000${queue}\u0000${jobId ?? ""}\u0000${type === "delayed" ? "enqueued" : type}`;
+    const otherKey = `${source === "gateway" ? "store" : "gateway"}|${move}`;
+    const other = this.#unmatched.get(otherKey);
     if (other && other.until >= now) {
-      if (--other.count === 0) this.#unmatched.delete(`${source === "gateway" ? "store" : "gateway"}|${move}`);
+      if (--other.count === 0) this.#unmatched.delete(otherKey);
       return true;
     }
-    const own = this.#unmatched.get(`${source}|${move}`);
+    const ownKey = `${source}|${move}`;
+    const own = this.#unmatched.get(ownKey);
     if (own) {
       own.count++;
       own.until = now + ECHO_WINDOW_MS;
-    } else this.#unmatched.set(`${source}|${move}`, { count: 1, until: now + ECHO_WINDOW_MS });
+    } else this.#unmatched.set(ownKey, { count: 1, until: now + ECHO_WINDOW_MS });
     return false;
   }
 }
@@ -198,16 +201,9 @@ function eventsOf(operation: string, args: unknown[], result: unknown): Array<[J
 
 /** The backend, announcing on `events` every job transition that goes through it. */
 export function observedBackend<B extends Backend>(name: string, backend: B, events: JobEvents): B {
-  return new Proxy(backend, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        const result = await value.apply(target, args);
-        if (typeof args[0] === "string")
-          for (const [type, jobId] of eventsOf(String(property), args, result)) events.emit(type, name, args[0], jobId);
-        return result;
-      };
-    },
+  return wrapMethods(backend, (operation, method, target) => async (...args: unknown[]) => {
+    const result = await method.apply(target, args);
+    if (typeof args[0] === "string") for (const [type, jobId] of eventsOf(operation, args, result)) events.emit(type, name, args[0], jobId);
+    return result;
   });
 }

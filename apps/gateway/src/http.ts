@@ -1,3 +1,4 @@
+import { IncomingMessage } from "node:http";
 import { ValidationError } from "@switchyard/core";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -10,12 +11,30 @@ export const MAX_JSON_DEPTH = 100;
 /** Request bodies above this are refused with 413 before any of them is parsed. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export const limitBody: MiddlewareHandler<GatewayEnv> = bodyLimit({
-  maxSize: MAX_BODY_BYTES,
-  onError: () => {
-    throw new HTTPException(413, { message: `request body is larger than the ${MAX_BODY_BYTES} byte (1 MiB) limit` });
-  },
-});
+/** Node's request under @hono/node-server (`switchyard serve`); null under `app.request()`. */
+function incomingOf(c: Context<GatewayEnv>): IncomingMessage | null {
+  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
+  return incoming instanceof IncomingMessage ? incoming : null;
+}
+
+const tooLarge = () => {
+  throw new HTTPException(413, { message: `request body is larger than the ${MAX_BODY_BYTES} byte (1 MiB) limit` });
+};
+const countingLimit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
+
+/**
+ * Hono's bodyLimit, deciding as it does: by Content-Length when there is one (and no
+ * Transfer-Encoding), else by counting the bytes. It is asked only then: it looks at `c.req.raw.body`
+ * first, which makes @hono/node-server build the whole web Request even when the header decides.
+ */
+export const limitBody: MiddlewareHandler<GatewayEnv> = async (c, next) => {
+  if (!incomingOf(c)) return countingLimit(c, next);
+  // Node's server gives a GET or HEAD request no body, and bodyLimit lets a request without one through.
+  if (c.req.method === "GET" || c.req.method === "HEAD") return next();
+  const length = c.req.header("content-length");
+  if (length === undefined || c.req.header("transfer-encoding") !== undefined) return countingLimit(c, next);
+  return Number.parseInt(length || "0", 10) > MAX_BODY_BYTES ? tooLarge() : next();
+};
 
 /** Marks the routes of a door so the one error handler answers in that door's shape. */
 export function errorFormat(format: ErrorFormat): MiddlewareHandler<GatewayEnv> {
@@ -30,7 +49,7 @@ export function errorFormat(format: ErrorFormat): MiddlewareHandler<GatewayEnv> 
  * bodies). An empty body is `undefined` when allowed, a ValidationError otherwise.
  */
 export async function readJson(c: Context<GatewayEnv>, options: { optional?: boolean; malformed?: string } = {}): Promise<unknown> {
-  const text = await c.req.text();
+  const text = await bodyText(c);
   if (text.trim() === "") {
     if (options.optional) return undefined;
     throw new ValidationError("request body is empty; a JSON body is required");
@@ -43,6 +62,31 @@ export async function readJson(c: Context<GatewayEnv>, options: { optional?: boo
   }
   if (depthOf(value) > MAX_JSON_DEPTH) throw new ValidationError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   return value;
+}
+
+/**
+ * The body as `c.req.text()` gives it, cached where it caches it. Under @hono/node-server a body no
+ * one has read yet is read from Node's request stream: building the web Request and its stream to read
+ * a small JSON body costs more than the rest of the gateway's own work on an enqueue. Decoded as
+ * `Request.text()` decodes (UTF-8, invalid bytes as U+FFFD, one leading byte order mark dropped).
+ */
+function bodyText(c: Context<GatewayEnv>): Promise<string> {
+  const incoming = incomingOf(c);
+  const cache = c.req.bodyCache as { text?: Promise<string> };
+  if (!incoming || Object.keys(cache).length > 0 || incoming.readableDidRead || incoming.readableEnded) return c.req.text();
+  cache.text = new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
+    incoming.once("error", reject);
+    incoming.once("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    });
+    incoming.once("close", () => {
+      if (!incoming.readableEnded) reject(new Error("the client closed the connection before the request body ended"));
+    });
+  });
+  return cache.text;
 }
 
 /** Nesting depth of parsed JSON, measured without recursion so a hostile body cannot overflow the stack here either. */

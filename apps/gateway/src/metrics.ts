@@ -1,4 +1,4 @@
-import { type Backend, JOB_STATES, type Job, isSwitchyardError } from "@switchyard/core";
+import { type Backend, JOB_STATES, type Job, isSwitchyardError, wrapMethods } from "@switchyard/core";
 import type { MiddlewareHandler } from "hono";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { NamedBackend } from "./backends.js";
@@ -10,6 +10,11 @@ import { doorOf } from "./request-log.js";
 const COUNTS_TTL_MS = 5_000;
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+interface RequestLabels {
+  timed: Record<"door" | "method" | "route", string>;
+  counted(status: number): Record<"door" | "method" | "route" | "status", string>;
+}
 
 /**
  * The gateway's Prometheus metrics, served at /metrics: requests by door, route and status with
@@ -50,6 +55,7 @@ export class GatewayMetrics {
     labelNames: ["backend", "operation", "code"] as const,
     registers: [this.registry],
   });
+  readonly #labelsByRoute = new Map<string, RequestLabels>();
   #counted: { at: number; rows: Array<{ backend: string; queue: string; state: string; count: number }> } | undefined;
 
   constructor(backends: () => Iterable<NamedBackend>, runs: () => MigrationRun[] = () => []) {
@@ -124,36 +130,57 @@ export class GatewayMetrics {
   /** Counts and times every request; the route is the pattern (`/v1/queues/:queue/jobs`), never the path. */
   middleware(): MiddlewareHandler<GatewayEnv> {
     return async (c, next) => {
-      const end = this.#requestSeconds.startTimer();
+      const started = performance.now();
       await next();
-      const labels = { door: doorOf(c.req.path), method: c.req.method, route: c.req.routePath };
-      end(labels);
-      this.#requests.inc({ ...labels, status: String(c.res.status) });
+      const labels = this.#requestLabels(doorOf(c.req.path), c.req.method, c.req.routePath);
+      this.#requestSeconds.observe(labels.timed, (performance.now() - started) / 1000);
+      this.#requests.inc(labels.counted(c.res.status));
     };
+  }
+
+  /**
+   * The label sets of a door, method and route, made once and reused by every request that has them
+   * (prom-client keeps them as given). Routes are the registered patterns, so there are few of them.
+   */
+  #requestLabels(door: string, method: string, route: string): RequestLabels {
+    const key = `${door} ${method} ${route}`;
+    let labels = this.#labelsByRoute.get(key);
+    if (!labels) {
+      const timed = { door, method, route };
+      const byStatus = new Map<number, Record<"door" | "method" | "route" | "status", string>>();
+      labels = {
+        timed,
+        counted: (status) => {
+          let counted = byStatus.get(status);
+          if (!counted) {
+            counted = { ...timed, status: String(status) };
+            byStatus.set(status, counted);
+          }
+          return counted;
+        },
+      };
+      this.#labelsByRoute.set(key, labels);
+    }
+    return labels;
   }
 
   /** The backend, its calls timed and its job transitions counted. */
   instrument<B extends Backend>(name: string, backend: B): B {
-    const metrics = this;
-    return new Proxy(backend, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver);
-        if (typeof value !== "function") return value;
-        const operation = String(property);
-        return async (...args: unknown[]) => {
-          const end = metrics.#backendSeconds.startTimer({ backend: name, operation });
-          try {
-            const result = await value.apply(target, args);
-            metrics.#countJobs(name, operation, args[0], result);
-            return result;
-          } catch (error) {
-            metrics.#backendErrors.inc({ backend: name, operation, code: isSwitchyardError(error) ? error.code : "INTERNAL" });
-            throw error;
-          } finally {
-            end();
-          }
-        };
-      },
+    return wrapMethods(backend, (operation, method, target) => {
+      const labels = { backend: name, operation };
+      return async (...args: unknown[]) => {
+        const started = performance.now();
+        try {
+          const result = await method.apply(target, args);
+          this.#countJobs(name, operation, args[0], result);
+          return result;
+        } catch (error) {
+          this.#backendErrors.inc({ backend: name, operation, code: isSwitchyardError(error) ? error.code : "INTERNAL" });
+          throw error;
+        } finally {
+          this.#backendSeconds.observe(labels, (performance.now() - started) / 1000);
+        }
+      };
     });
   }
 

@@ -56,6 +56,8 @@ export function requestLog(logger: Logger): MiddlewareHandler<GatewayEnv> {
     c.header("X-Request-Id", requestId);
     const started = performance.now();
     await next();
+    // The line is built only when it is written: at the default level (warn) it never is.
+    if (!logger.isLevelEnabled("info")) return;
     const queue = c.req.param("queue");
     const token = c.get("principal")?.name;
     logger.info(

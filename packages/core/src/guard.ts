@@ -3,6 +3,7 @@ import type { Backend } from "./backend.js";
 import { BackendUnavailableError, ValidationError, isSwitchyardError } from "./errors.js";
 import { ExportOptionsSchema, JobIdSchema, ListOptionsSchema, QueueNameSchema, ReserveOptionsSchema } from "./inputs.js";
 import { PrioritySchema, TagsSchema } from "./job.js";
+import { wrapMethods } from "./methods.js";
 import { parseOrThrow } from "./validate.js";
 
 /** Node's socket error codes, and the drivers' own, for a server that is gone or unreachable. */
@@ -81,8 +82,22 @@ function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
   if (!parsed.success) throw new ValidationError(`${adapter}: ${parsed.error.issues.map((issue) => issue.message).join("; ")}`);
 }
 
+/**
+ * Queue names that passed QueueNameSchema lately: the same few come with nearly every call, and the
+ * check depends on the name alone. Bounded, so a stream of distinct names cannot grow it.
+ */
+const CHECKED_QUEUE_NAMES = new Set<string>();
+const MAX_CHECKED_QUEUE_NAMES = 1024;
+
+function checkQueueName(value: unknown, adapter: string): void {
+  if (typeof value === "string" && CHECKED_QUEUE_NAMES.has(value)) return;
+  checkText(QueueNameSchema, value, adapter);
+  if (CHECKED_QUEUE_NAMES.size >= MAX_CHECKED_QUEUE_NAMES) CHECKED_QUEUE_NAMES.clear();
+  CHECKED_QUEUE_NAMES.add(value as string);
+}
+
 function checkInputs(adapter: string, operation: string, args: unknown[]): void {
-  if (QUEUE_FIRST.has(operation) || QUEUE_AND_ID.has(operation)) checkText(QueueNameSchema, args[0], adapter);
+  if (QUEUE_FIRST.has(operation) || QUEUE_AND_ID.has(operation)) checkQueueName(args[0], adapter);
   if (QUEUE_AND_ID.has(operation)) checkText(JobIdSchema, args[1], adapter);
   if (operation === "reserve") parseOrThrow(ReserveOptionsSchema, args[1], `${adapter} reserve options`);
   if (operation === "list") parseOrThrow(ListOptionsSchema, args[1], `${adapter} list options`);
@@ -106,21 +121,14 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
  * value, a unique index) itself, where it knows what they mean.
  */
 export function guardBackend<B extends Backend>(adapter: string, backend: B): B {
-  return new Proxy(backend, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver);
-      if (typeof value !== "function") return value;
-      const operation = String(property);
-      return (...args: unknown[]) => {
-        try {
-          checkInputs(adapter, operation, args);
-          const result = value.apply(target, args);
-          return result instanceof Promise ? result.catch((error: unknown) => Promise.reject(toBackendError(adapter, error))) : result;
-        } catch (error) {
-          // An operation's promise rejects; it never throws synchronously at its caller.
-          return Promise.reject(toBackendError(adapter, error));
-        }
-      };
-    },
+  return wrapMethods(backend, (operation, method, target) => (...args: unknown[]) => {
+    try {
+      checkInputs(adapter, operation, args);
+      const result = method.apply(target, args);
+      return result instanceof Promise ? result.catch((error: unknown) => Promise.reject(toBackendError(adapter, error))) : result;
+    } catch (error) {
+      // An operation's promise rejects; it never throws synchronously at its caller.
+      return Promise.reject(toBackendError(adapter, error));
+    }
   });
 }

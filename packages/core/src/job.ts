@@ -108,8 +108,22 @@ export const EnqueueInputSchema = z
 export type EnqueueInput = z.input<typeof EnqueueInputSchema>;
 export type NormalizedEnqueueInput = z.output<typeof EnqueueInputSchema>;
 
+/** Inputs their caller has just parsed with EnqueueInputSchema (see `alreadyNormalized`), each trusted once. */
+const normalized = new WeakSet<object>();
+
+/**
+ * Marks the output of the caller's own EnqueueInputSchema parse (the gateway's routes validate the
+ * body with it), so the backend's `normalizeEnqueueInput` hands it back instead of parsing it again.
+ * Trusted once: the next normalization of the same object parses it, in case it was changed since.
+ */
+export function alreadyNormalized<T extends NormalizedEnqueueInput>(input: T): T {
+  normalized.add(input);
+  return input;
+}
+
 /** Validates and fills defaults; a backend calls this first so every door gets the same errors. */
 export function normalizeEnqueueInput(input: EnqueueInput): NormalizedEnqueueInput {
+  if (normalized.delete(input)) return input as NormalizedEnqueueInput;
   return parseOrThrow(EnqueueInputSchema, input, "job");
 }
 

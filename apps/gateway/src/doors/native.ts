@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { NotFoundError } from "@switchyard/core";
+import { NotFoundError, alreadyNormalized } from "@switchyard/core";
 import { allowsQueue } from "../auth.js";
 import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
@@ -39,7 +39,8 @@ export const nativeDoor: Door = {
       }),
       async (c) => {
         const { queue } = c.req.valid("param");
-        return c.json(await on(queue).enqueue(queue, c.req.valid("json")), 201);
+        // The body was parsed with EnqueueInputSchema just now: the backend need not parse it again.
+        return c.json(await on(queue).enqueue(queue, alreadyNormalized(c.req.valid("json"))), 201);
       },
     );
 
@@ -55,7 +56,7 @@ export const nativeDoor: Door = {
       }),
       async (c) => {
         const { queue } = c.req.valid("param");
-        return c.json({ results: await on(queue).enqueueBulk(queue, c.req.valid("json").jobs) }, 201);
+        return c.json({ results: await on(queue).enqueueBulk(queue, c.req.valid("json").jobs.map(alreadyNormalized)) }, 201);
       },
     );
 
