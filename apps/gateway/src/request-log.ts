@@ -40,7 +40,7 @@ export function doorOf(path: string): string {
   if (first === "v1") return "native";
   if (["qless", "workerqueue", "cloudq", "glidemq"].includes(first)) return first;
   if (["queues", "flows", "usage", "broadcast"].includes(first) && segments.length > 3) return "glidemq";
-  if (["health", "metrics", "docs", "openapi.json"].includes(first)) return first;
+  if (["health", "metrics", "docs", "openapi.json", "dashboard"].includes(first)) return first;
   return "cloudq";
 }
 

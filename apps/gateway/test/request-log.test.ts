@@ -43,7 +43,8 @@ describe("request log", () => {
       expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
       await send(gateway, "GET", "/cloudq/emails");
       await send(gateway, "GET", "/glidemq/queues/emails/counts");
-      const [enqueue, reserve, counts] = lines();
+      await send(gateway, "GET", "/dashboard/queues/emails");
+      const [enqueue, reserve, counts, page] = lines();
       expect(enqueue).toMatchObject({
         msg: "request",
         level: 30,
@@ -57,6 +58,8 @@ describe("request log", () => {
       });
       expect(reserve).toMatchObject({ door: "cloudq", method: "GET", queue: "emails", status: 200 });
       expect(counts).toMatchObject({ door: "glidemq", route: "/glidemq/queues/:queue/counts", queue: "emails", status: 200 });
+      // The dashboard's pages are its own, not a Cloudq queue named "dashboard".
+      expect(page).toMatchObject({ door: "dashboard", method: "GET", status: 200 });
     } finally {
       await gateway.close();
     }
