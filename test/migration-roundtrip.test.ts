@@ -26,6 +26,22 @@ async function roundTrip(from: Backend, middle: Backend, back: Backend, queue: s
   }
 }
 
+/** The three stores' backends, opened before the suite and closed after it, and the two Redis databases. */
+function useRoundTripStores(stores: StoreUnderTest[]) {
+  const redis = { original: new Redis(redisUrl(REDIS_DB.original)), back: new Redis(redisUrl(REDIS_DB.back)) };
+  let opened: Backend[] = [];
+  beforeAll(async () => {
+    opened = await Promise.all(stores.map((store) => store.openBackend()));
+  });
+  afterAll(async () => {
+    await Promise.all(opened.map((backend) => backend.close()));
+    await Promise.all(stores.map((store) => store.dispose()));
+    redis.original.disconnect();
+    redis.back.disconnect();
+  });
+  return { redis, backends: () => opened };
+}
+
 /** The fields of two hashes that differ, as [field, before, after]. */
 function differences(before: Record<string, string>, after: Record<string, string>) {
   const fields = new Set([...Object.keys(before), ...Object.keys(after)]);
@@ -34,20 +50,10 @@ function differences(before: Record<string, string>, after: Record<string, strin
 
 describe("qless -> Worker Queue (SQLite) -> qless", () => {
   const stores: StoreUnderTest[] = [openStore("qless", REDIS_DB.original), openStore("sqlite"), openStore("qless", REDIS_DB.back)];
-  const redis = { original: new Redis(redisUrl(REDIS_DB.original)), back: new Redis(redisUrl(REDIS_DB.back)) };
-  let backends: Backend[] = [];
-  beforeAll(async () => {
-    backends = await Promise.all(stores.map((store) => store.openBackend()));
-  });
-  afterAll(async () => {
-    await Promise.all(backends.map((backend) => backend.close()));
-    await Promise.all(stores.map((store) => store.dispose()));
-    redis.original.disconnect();
-    redis.back.disconnect();
-  });
+  const { redis, backends } = useRoundTripStores(stores);
 
   it("every job's ql:j:<jid> hash and history come back as qless wrote them", async () => {
-    const [original, middle, back] = backends as [Backend & QlessCommands, Backend, Backend];
+    const [original, middle, back] = backends() as [Backend & QlessCommands, Backend, Backend];
     const queue = stores[2]!.track(stores[0]!.track(`trip-${randomUUID().slice(0, 8)}`));
     // A quarter past a whole second: qless keeps `time` to the fraction, its history in whole seconds.
     const now = Math.floor(Date.now() / 1000) + 0.25;
@@ -88,20 +94,10 @@ describe("glide-mq -> Cloudq (FerretDB) -> glide-mq", () => {
     openStore("cloudq", REDIS_DB.original, { completion: "mark-deleted" }),
     openStore("glidemq", REDIS_DB.back),
   ];
-  const redis = { original: new Redis(redisUrl(REDIS_DB.original)), back: new Redis(redisUrl(REDIS_DB.back)) };
-  let backends: Backend[] = [];
-  beforeAll(async () => {
-    backends = await Promise.all(stores.map((store) => store.openBackend()));
-  });
-  afterAll(async () => {
-    await Promise.all(backends.map((backend) => backend.close()));
-    await Promise.all(stores.map((store) => store.dispose()));
-    redis.original.disconnect();
-    redis.back.disconnect();
-  });
+  const { redis, backends } = useRoundTripStores(stores);
 
   it("every job's glide:{queue}:job:<id> hash and dependency set come back as glide-mq's layout had them", async () => {
-    const [original, middle, back] = backends as [Backend, Backend, Backend];
+    const [original, middle, back] = backends() as [Backend, Backend, Backend];
     const queue = stores[2]!.track(stores[0]!.track(`trip-${randomUUID().slice(0, 8)}`));
     const finishes = await original.enqueue(queue, { name: "resize", data: { w: 640 }, maxAttempts: 2 });
     await original.reserve(queue, { worker: "w1" });
