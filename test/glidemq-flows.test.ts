@@ -172,7 +172,8 @@ describe("glide-mq door flows on a glidemq-valkey store", () => {
       counts: { completed: 4 },
       roots: [{ jobId: rootId, queueName: a }],
       budget: null,
-      usage: null,
+      // The root's usage, as the proxy's getFlowUsage answers it: nothing reported, zero sums.
+      usage: { tokens: {}, totalTokens: 0, costs: {}, totalCost: 0, jobCount: 0, models: {} },
     });
     expect(after.json.nodes).toHaveLength(4);
     expect(after.json.nodes.find((node: { id: string; queueName: string }) => node.id === "1" && node.queueName === b)).toMatchObject({
@@ -258,7 +259,7 @@ describe("glide-mq door flows on a glidemq-valkey store", () => {
         "Duplicate job ID in flow",
       ],
       ["{not json", 400, "Bad request"],
-      [{ dag: { nodes: [{ name: "n", queueName: a }] } }, 501, "DAG flows"],
+      [{ dag: { nodes: [{ name: "n", queueName: a, deps: ["n"] }] } }, 400, "DAG contains a cycle: n -> n"],
     ];
     for (const [body, status, message] of cases) {
       const reply = await call("POST", "/glidemq/flows", body);

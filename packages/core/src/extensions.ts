@@ -205,6 +205,15 @@ export interface GlideMqFlowJob {
   children?: GlideMqFlowJob[];
 }
 
+/** A node of a glide-mq DAG (FlowProducer.addDAG's DAGNode): `deps` name the nodes that must complete first. */
+export interface GlideMqDagNode {
+  name: string;
+  queueName: string;
+  data?: unknown;
+  opts?: Record<string, unknown>;
+  deps?: string[];
+}
+
 /** One job of a flow, as the proxy's flow record names it. */
 export interface GlideMqFlowRef {
   jobId: string;
@@ -227,6 +236,12 @@ export interface GlideMqFlowRecord {
 export interface GlideMqFlows {
   /** Writes the whole tree (nested, across queues) at once; answers its record (flowId = the root's id). */
   addFlow(flow: GlideMqFlowJob): Promise<GlideMqFlowRecord>;
+  /**
+   * Writes a DAG at once as FlowProducer.addDAG leaves it, with the proxy's record (a random flowId,
+   * kind `dag`, the nodes without deps as roots); answers the record and each node's job id, in the
+   * order of `nodes`. Duplicate names, unknown deps and cycles are a ValidationError; nothing is written.
+   */
+  addDag(nodes: GlideMqDagNode[]): Promise<{ record: GlideMqFlowRecord; ids: string[] }>;
   /** The record of a flow the proxy (or this gateway) wrote, or null. */
   flowRecord(flowId: string): Promise<GlideMqFlowRecord | null>;
   /** Forgets the record (the jobs stay, as the proxy's DELETE leaves them revoked or finished). */
@@ -237,4 +252,95 @@ export function hasGlideMqFlows(backend: Backend): backend is Backend & GlideMqF
   return (
     typeof (backend as Partial<GlideMqFlows>).addFlow === "function" && typeof (backend as Partial<GlideMqFlows>).flowRecord === "function"
   );
+}
+
+/** Why and since when a glide-mq job is suspended (`job.suspend()`), with the signals it received. */
+export interface GlideMqSuspension {
+  reason?: string;
+  suspendedAt: number;
+  timeout?: number;
+  signals: Array<{ name: string; data: unknown; receivedAt: number }>;
+}
+
+/** AI usage summed over jobs, as glide-mq's `Queue.getFlowUsage` and usage summary add it up. */
+export interface GlideMqUsage {
+  tokens: Record<string, number>;
+  totalTokens: number;
+  costs: Record<string, number>;
+  totalCost: number;
+  costUnit?: string;
+  jobCount: number;
+  models: Record<string, number>;
+}
+
+/** A flow's budget (`budget:<flowId>`), as glide-mq's `Queue.getFlowBudget` reads it. */
+export interface GlideMqBudget {
+  maxTotalTokens?: number;
+  maxTokens?: Record<string, number>;
+  tokenWeights?: Record<string, number>;
+  maxTotalCost?: number;
+  maxCosts?: Record<string, number>;
+  costUnit?: string;
+  usedTokens: number;
+  usedCost: number;
+  exceeded: boolean;
+  onExceeded: "pause" | "fail";
+}
+
+/** The limits of a flow's budget as FlowProducer.add takes them (`{budget}`), checked by glide-mq's workers. */
+export interface GlideMqBudgetLimits {
+  maxTotalTokens?: number;
+  maxTokens?: Record<string, number>;
+  tokenWeights?: Record<string, number>;
+  maxTotalCost?: number;
+  maxCosts?: Record<string, number>;
+  costUnit?: string;
+  onExceeded?: "pause" | "fail";
+}
+
+/** A message a broadcast subscription received: the job's id, its name as the subject, data and time. */
+export interface GlideMqBroadcastMessage {
+  id: string;
+  subject: string;
+  data: unknown;
+  timestamp: number;
+}
+
+/**
+ * What glide-mq's workers write beside a job and its proxy reads back: a job's output stream
+ * (`job.stream()`), suspensions and the signals that resume them, reported AI usage and flow budgets,
+ * and broadcast subscriptions (one consumer group per subscription on the queue's stream).
+ */
+export interface GlideMqExtras {
+  /** Up to `count` entries of the job's output stream after the entry id `after` (from the first when null). */
+  jobStream(queue: string, id: string, after: string | null, count: number): Promise<Array<{ id: string; fields: Record<string, string> }>>;
+  /** The suspension of a job in state `suspended`, else null. */
+  suspension(queue: string, id: string): Promise<GlideMqSuspension | null>;
+  /** Jobs `start`..`end` (-1: the last) of the suspended set, soonest timeout first. */
+  suspendedJobs(queue: string, start: number, end: number): Promise<Job[]>;
+  /** Resumes a suspended job with a signal (`data` JSON, undefined for none); false when it was not suspended. */
+  signal(queue: string, id: string, name: string, data: unknown): Promise<boolean>;
+  /** The usage reported by a job and its direct children (its deps set). */
+  flowUsage(queue: string, parentId: string): Promise<GlideMqUsage>;
+  flowBudget(queue: string, flowId: string): Promise<GlideMqBudget | null>;
+  /**
+   * Gives a flow just added a budget, as FlowProducer.add does after writing the flow: the hash
+   * `budget:<flowId>` in the root's queue, and its key in every job's `budgetKey` field.
+   */
+  setFlowBudget(queue: string, flowId: string, limits: GlideMqBudgetLimits, jobs: GlideMqFlowRef[]): Promise<void>;
+  /** The queues that reported usage (`<prefix>:usage:queues`). */
+  usageQueues(): Promise<string[]>;
+  /** The per-minute usage buckets of a queue starting at these times (an empty record where none). */
+  usageBuckets(queue: string, bucketStarts: number[]): Promise<Array<Record<string, string>>>;
+  /** Creates the subscription's consumer group at the stream's end, if it does not exist. */
+  subscribe(queue: string, subscription: string): Promise<void>;
+  /**
+   * Takes up to `count` new messages of the subscription, as glide-mq's BroadcastWorker takes and
+   * completes each (the stream entry kept for the other subscriptions); no blocking read.
+   */
+  receiveBroadcast(queue: string, subscription: string, consumer: string, count: number): Promise<GlideMqBroadcastMessage[]>;
+}
+
+export function hasGlideMqExtras(backend: Backend): backend is Backend & GlideMqExtras {
+  return typeof (backend as Partial<GlideMqExtras>).receiveBroadcast === "function";
 }

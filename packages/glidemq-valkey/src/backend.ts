@@ -31,6 +31,7 @@ import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
 import { glideEventFeed } from "./event-feed.js";
+import { glideDags } from "./flow-dag.js";
 import { indexBlocked } from "./flow-parents.js";
 import { glideFlows } from "./flow-tree.js";
 import type { AddedSnapshot } from "./glide-functions.js";
@@ -177,6 +178,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     ...glideEventFeed(ready, prefix),
     ...deadLetters(ready, keysOf, producing),
     ...glideFlows(ready, keysOf, producing),
+    ...glideDags(ready, keysOf, producing),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 

@@ -65,7 +65,7 @@ export function glideFlows(
   ready: () => Promise<RedisClient>,
   keysOf: (queue: string) => QueueKeys,
   producing: GlideProducerOptions & { prefix: string },
-): GlideMqFlows {
+): Omit<GlideMqFlows, "addDag"> /* DAGs: flow-dag.ts */ {
   return {
     async addFlow(flow) {
       const redis = await ready();

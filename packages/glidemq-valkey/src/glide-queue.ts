@@ -2,6 +2,7 @@ import {
   BackendUnavailableError,
   type GlideMqCounts,
   type GlideMqEvent,
+  type GlideMqExtras,
   type GlideMqMetrics,
   type GlideMqQueues,
   type GlideMqWorker,
@@ -10,6 +11,7 @@ import {
   NotFoundError,
   ValidationError,
 } from "@switchyard/core";
+import { glideExtras } from "./glide-extras.js";
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
 import { keysStartingWith, loadJobs, pageJobs } from "./listing.js";
 import { jobCounts } from "./queue-admin.js";
@@ -61,11 +63,17 @@ function checkDelay(ms: number, what: string): void {
 /** The dead-letter routes are dead-letters.ts's. */
 type OwnQueues = Omit<GlideMqQueues, "deadLetters" | "deadLetter" | "removeDeadLetter" | "replayDeadLetter">;
 
-export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): OwnQueues {
+/** The key prefix (`glide`), read off any queue's keys `<prefix>:{<queue>}:`. */
+const prefixOf = (keysOf: (queue: string) => QueueKeys) => keysOf("q").base.slice(0, -"{q}:".length - 1);
+
+export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): OwnQueues & GlideMqExtras {
   const jobsByIds = async (redis: RedisClient, queue: string, keys: QueueKeys, ids: string[]): Promise<Job[]> =>
     (await loadJobs(redis, queue, keys, ids)).flatMap((loaded) => (loaded ? [loaded.job] : []));
 
   return {
+    // Job output streams, suspensions, usage and broadcast: glide-extras.ts.
+    ...glideExtras(ready, keysOf, prefixOf(keysOf)),
+
     async glideCounts(queue): Promise<GlideMqCounts> {
       return jobCounts(await ready(), keysOf(queue));
     },

@@ -32,7 +32,10 @@ export type ScriptName =
   | "index-blocked"
   | "remove"
   | "remove-scheduler"
-  | "write-schedulers";
+  | "write-schedulers"
+  | "signal"
+  | "broadcast-deliver"
+  | "flow-dag";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -84,6 +87,9 @@ const ALL: ScriptName[] = [
   "remove",
   "remove-scheduler",
   "write-schedulers",
+  "signal",
+  "broadcast-deliver",
+  "flow-dag",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

@@ -1,8 +1,9 @@
-import type { GlideMqEvent, GlideMqQueues } from "@switchyard/core";
+import type { Backend, GlideMqEvent, GlideMqExtras, GlideMqQueues } from "@switchyard/core";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { GatewayEnv } from "../errors.js";
 import type { JobEvent, JobEventType } from "../events.js";
+import { asGlideJob } from "./glidemq-jobs.js";
 
 /** glide-mq's name for each of the gateway's events (§2.7 of the spec). */
 const GLIDE_EVENT: Record<JobEventType, string> = {
@@ -46,10 +47,12 @@ function decode(entry: GlideMqEvent): Record<string, unknown> {
   return decoded;
 }
 
+const STREAM_ID = /^\d{1,20}(-\d{1,20})?$/;
+
 /** Where a reconnecting client left off: the Last-Event-ID header, else `lastId`, else only new entries. */
 function resumeFrom(c: Context<GatewayEnv>): string | null {
   const given = c.req.header("last-event-id") ?? c.req.query("lastId");
-  return given !== undefined && /^\d{1,20}(-\d{1,20})?$/.test(given) ? given : null;
+  return given !== undefined && STREAM_ID.test(given) ? given : null;
 }
 
 /**
@@ -84,6 +87,41 @@ export function glideEventStream(c: Context<GatewayEnv>, backend: GlideMqQueues,
         quietSince = Date.now();
       }
       await stream.sleep(POLL_MS);
+    }
+  });
+}
+
+/** How often glide-mq's proxy reads a job's output stream again. */
+const OUTPUT_POLL_MS = 500;
+
+/**
+ * A job's output stream (what its processor wrote with `job.stream()`) as glide-mq's proxy streams
+ * it: `id:`/`data:` per entry (the entry's fields as JSON), read every 500 ms after the Last-Event-ID
+ * header or `lastId`, until the job completes or fails; at once empty when there is no such job.
+ */
+export function jobOutputStream(c: Context<GatewayEnv>, store: Backend & GlideMqExtras, queue: string, id: string): Response {
+  return streamSSE(c, async (stream) => {
+    let closed = false;
+    stream.onAbort(() => {
+      closed = true;
+    });
+    const given = c.req.header("last-event-id") || c.req.query("lastId") || null;
+    // The proxy hands a malformed id to XRANGE, which refuses it: its stream ends empty.
+    if (given !== null && !STREAM_ID.test(given)) return;
+    let after = given;
+    const sendNew = async () => {
+      for (const entry of await store.jobStream(queue, id, after, 100)) {
+        await stream.write(`id: ${entry.id}\ndata: ${JSON.stringify(entry.fields)}\n\n`);
+        after = entry.id;
+      }
+    };
+    while (!closed) {
+      await sendNew();
+      const job = await store.get(queue, id);
+      if (!job) return;
+      const state = asGlideJob(job).state;
+      if (state === "completed" || state === "failed") return sendNew();
+      await stream.sleep(OUTPUT_POLL_MS);
     }
   });
 }

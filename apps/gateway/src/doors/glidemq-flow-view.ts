@@ -1,4 +1,11 @@
-import type { Backend, GlideMqFlowRecord, GlideMqFlowRef } from "@switchyard/core";
+import {
+  type Backend,
+  type GlideMqBudget,
+  type GlideMqFlowRecord,
+  type GlideMqFlowRef,
+  type GlideMqUsage,
+  hasGlideMqExtras,
+} from "@switchyard/core";
 import { type GlideJobJson, asGlideJob } from "./glidemq-jobs.js";
 
 /*
@@ -10,7 +17,7 @@ export type FlowNode = GlideJobJson & { flowId: string; queueName: string; paren
 export type FlowTreeNode = FlowNode & { children: FlowTreeNode[] };
 
 export interface FlowSnapshot {
-  budget: null;
+  budget: GlideMqBudget | null;
   counts: Record<string, number>;
   createdAt: number;
   flowId: string;
@@ -18,7 +25,7 @@ export interface FlowSnapshot {
   nodes: FlowNode[];
   roots: GlideMqFlowRef[];
   tree: FlowTreeNode[];
-  usage: null;
+  usage: GlideMqUsage | null;
 }
 
 const refKey = (ref: { jobId: string; queueName: string }) => `${ref.queueName}:${ref.jobId}`;
@@ -61,15 +68,17 @@ function childrenOf(kind: "tree" | "dag", nodes: FlowNode[]): Map<string, FlowNo
   const put = (key: string, node: FlowNode) => under.set(key, [...(under.get(key) ?? []), node]);
   for (const node of nodes) {
     const own = refKey({ jobId: node.id, queueName: node.queueName });
-    if (node.parentIds && node.parentQueues?.length === node.parentIds.length) {
-      const linked = node.parentIds.map((jobId, i) => refKey({ jobId, queueName: node.parentQueues?.[i] ?? node.queueName }));
-      for (const key of linked) {
-        const other = byKey.get(key);
-        if (kind === "dag" && other) put(own, other);
-        if (kind === "tree") put(key, node);
-      }
-    } else if (node.parentId) {
-      put(refKey({ jobId: node.parentId, queueName: node.parentQueue ?? node.queueName }), node);
+    // The jobs it links to: its parentIds (a DAG node with several dependents), else its parentId.
+    const linked =
+      node.parentIds && node.parentQueues?.length === node.parentIds.length
+        ? node.parentIds.map((jobId, i) => refKey({ jobId, queueName: node.parentQueues?.[i] ?? node.queueName }))
+        : node.parentId
+          ? [refKey({ jobId: node.parentId, queueName: node.parentQueue ?? node.queueName })]
+          : [];
+    for (const key of linked) {
+      const other = byKey.get(key);
+      if (kind === "dag" && other) put(own, other);
+      if (kind === "tree") put(key, node);
     }
   }
   return under;
@@ -114,7 +123,7 @@ function treeOf(flowId: string, kind: "tree" | "dag", roots: GlideMqFlowRef[], n
   return [...roots].sort(byRef).map((root) => visit(root, new Set([refKey(root)])));
 }
 
-/** The proxy's flow state. Budgets and usage are not kept by this gateway: both are null. */
+/** The proxy's flow state; usage and budget those of the root (of a flow with one root), else null. */
 export async function flowSnapshot(backend: Backend, record: GlideMqFlowRecord): Promise<FlowSnapshot> {
   const nodes: FlowNode[] = [];
   const counts: Record<string, number> = {};
@@ -126,8 +135,10 @@ export async function flowSnapshot(backend: Backend, record: GlideMqFlowRecord):
   }
   nodes.sort(byRun);
   const roots = [...record.roots].sort(byRef);
+  const [root] = roots;
+  const extras = roots.length === 1 && root && hasGlideMqExtras(backend) ? backend : undefined;
   return {
-    budget: null,
+    budget: extras && root ? await extras.flowBudget(root.queueName, root.jobId) : null,
     counts,
     createdAt: record.createdAt,
     flowId: record.flowId,
@@ -135,6 +146,6 @@ export async function flowSnapshot(backend: Backend, record: GlideMqFlowRecord):
     nodes,
     roots,
     tree: treeOf(record.flowId, record.kind, roots, nodes),
-    usage: null,
+    usage: extras && root ? await extras.flowUsage(root.queueName, root.jobId) : null,
   };
 }

@@ -1,12 +1,14 @@
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import {
   type Backend,
+  type GlideMqDagNode,
   type GlideMqFlowJob,
   type GlideMqFlows,
   InvalidStateError,
   NotFoundError,
   UnsupportedError,
   ValidationError,
+  hasGlideMqExtras,
   hasGlideMqFlows,
 } from "@switchyard/core";
 import { HTTPException } from "hono/http-exception";
@@ -16,6 +18,7 @@ import { BACKEND_ERRORS, body, guarded, json } from "./declare.js";
 import { flowSnapshot } from "./glidemq-flow-view.js";
 import { asGlideJob } from "./glidemq-jobs.js";
 import * as S from "./glidemq-schemas.js";
+import { Budget, Usage } from "./glidemq-usage.js";
 import { Json } from "./native-schemas.js";
 
 /*
@@ -37,24 +40,70 @@ const FlowJob: z.ZodType<GlideMqFlowJob> = z.lazy(() =>
   }),
 );
 
+const DagNode = z.object({
+  name: z.string({ error: "missing required field: name" }).min(1, "missing required field: name"),
+  queueName: S.QueueParams.shape.queue,
+  data: Json.optional(),
+  opts: S.JobOptions.optional(),
+  deps: z.array(z.string(), { error: "deps must be an array of node names" }).optional(),
+});
+const Dag = z.object({
+  nodes: z
+    .array(DagNode, { error: "nodes must be an array" })
+    .min(1, "nodes must not be empty")
+    .max(MAX_FLOW_JOBS, `Too many jobs in DAG (max ${MAX_FLOW_JOBS})`),
+});
+
+const amount = (field: string) =>
+  z
+    .number({ error: `budget.${field} must be a non-negative number` })
+    .finite()
+    .nonnegative(`budget.${field} must be a non-negative number`);
+const amounts = (field: string) => z.record(z.string(), amount(field), { error: `budget.${field} must be an object of numbers` });
+/** FlowProducer.add's budget, checked before anything is written (glide-mq stores whatever it is given). */
+const BudgetLimits = z
+  .object(
+    {
+      maxTotalTokens: amount("maxTotalTokens").optional(),
+      maxTokens: amounts("maxTokens").optional(),
+      tokenWeights: amounts("tokenWeights").optional(),
+      maxTotalCost: amount("maxTotalCost").optional(),
+      maxCosts: amounts("maxCosts").optional(),
+      costUnit: z.string({ error: "budget.costUnit must be a string" }).max(64).optional(),
+      onExceeded: z.enum(["pause", "fail"], { error: "budget.onExceeded must be one of: pause, fail" }).optional(),
+    },
+    { error: "budget must be an object" },
+  )
+  .describe("A flow budget (tree flows only): glide-mq's workers fail or pause the flow's jobs once it is used up");
 const FlowBody = z
   .object({
     flow: z.looseObject({}).optional().describe("A FlowProducer.add tree: {name, queueName, data?, opts?, children?: [...]}"),
-    dag: z.looseObject({}).optional().describe("A FlowProducer.addDAG graph: not served by this gateway (501)"),
-    budget: z.looseObject({}).optional().describe("A flow budget: not served by this gateway (501)"),
+    dag: z
+      .looseObject({})
+      .optional()
+      .describe("A FlowProducer.addDAG graph: {nodes: [{name, queueName, data?, opts?, deps?: [names that run first]}]}"),
+    budget: BudgetLimits.optional(),
   })
   .openapi("GlideFlowBody");
 const Ref = z.object({ jobId: z.string(), queueName: z.string() });
-const FlowAdded = z.object({ flowId: z.string(), kind: z.literal("tree"), nodeCount: z.number(), root: Ref, roots: z.array(Ref) });
+const TreeAdded = z.object({ flowId: z.string(), kind: z.literal("tree"), nodeCount: z.number(), root: Ref, roots: z.array(Ref) });
+const DagAdded = z.object({
+  flowId: z.string(),
+  jobs: z.array(z.object({ id: z.string(), name: z.string(), queueName: z.string() })),
+  kind: z.literal("dag"),
+  nodeCount: z.number(),
+  roots: z.array(Ref),
+});
+const FlowAdded = z.union([TreeAdded, DagAdded]);
 const FlowNode = S.GlideJob.extend({ flowId: z.string(), queueName: z.string() }).passthrough();
 const FlowState = z.object({
-  budget: z.null(),
+  budget: Budget.nullable(),
   counts: z.record(z.string(), z.number()),
   createdAt: z.number(),
   flowId: z.string(),
   kind: z.enum(["tree", "dag"]),
   roots: z.array(Ref),
-  usage: z.null(),
+  usage: Usage.nullable(),
 });
 const FlowNodes = FlowState.extend({ nodes: z.array(FlowNode) });
 const FlowTree = FlowState.extend({ tree: z.array(FlowNode).describe("Root jobs, each with `children` (the same shape, nested)") });
@@ -87,6 +136,25 @@ function parseFlow(raw: unknown): GlideMqFlowJob {
   }
   if (countJobs(parsed.data) > MAX_FLOW_JOBS) throw new ValidationError(`Too many jobs in flow (max ${MAX_FLOW_JOBS})`);
   return parsed.data;
+}
+
+/** The DAG, checked; a refusal names the field by its path (`dag.nodes.0.name: ...`). */
+function parseDag(raw: unknown): GlideMqDagNode[] {
+  const parsed = Dag.safeParse(raw);
+  if (!parsed.success) {
+    const [issue] = parsed.error.issues;
+    throw new ValidationError(`${["dag", ...(issue?.path ?? [])].join(".")}: ${issue?.message ?? "invalid"}`);
+  }
+  return parsed.data.nodes;
+}
+
+/** Every queue of a flow must live in one store: one script writes it. */
+function oneStore(on: (queue: string) => Backend, queues: Iterable<string>, first: string): Backend {
+  const store = on(first);
+  for (const queue of queues) {
+    if (on(queue) !== store) throw new ValidationError(`queue "${queue}" is routed to another store than the flow's queue "${first}"`);
+  }
+  return store;
 }
 
 /**
@@ -129,7 +197,8 @@ export function mountFlowRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: strin
     guarded("glidemq", "write", {
       method: "post",
       path: "/flows",
-      summary: "Add a flow (FlowProducer.add): children first, possibly nested and in other queues; the parent once they completed",
+      summary:
+        "Add a flow: a tree (FlowProducer.add: children first, nested, across queues) or a DAG (FlowProducer.addDAG: each node after its deps)",
       middleware: add.middleware,
       request: { body: add.body },
       responses: { 201: json("Added", FlowAdded), ...S.glideErrors(...BACKEND_ERRORS, 409, 413) },
@@ -137,17 +206,23 @@ export function mountFlowRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: strin
     async (c) => {
       const { flow, dag, budget } = c.req.valid("json");
       if ((flow === undefined) === (dag === undefined)) throw new ValidationError("Body must include exactly one of: flow, dag");
-      if (dag !== undefined)
-        throw new UnsupportedError("DAG flows ({dag}, FlowProducer.addDAG) are not served by this gateway yet; send a tree as {flow}");
-      if (budget !== undefined) throw new UnsupportedError("flow budgets are not served by this gateway; send the flow without `budget`");
-      const tree = parseFlow(flow);
-      const store = on(tree.queueName);
-      // One script writes the flow: every queue must live in the root's store.
-      for (const queue of queuesOf(tree)) {
-        if (on(queue) !== store)
-          throw new ValidationError(`queue "${queue}" is routed to another store than the flow's root queue "${tree.queueName}"`);
+      if (dag !== undefined && budget !== undefined) throw new ValidationError("budget is currently supported only for tree flows");
+      if (dag !== undefined) {
+        const nodes = parseDag(dag);
+        const first = (nodes[0] as GlideMqDagNode).queueName;
+        const store = oneStore(on, new Set(nodes.map((node) => node.queueName)), first);
+        const { record, ids } = await flowsOf(store, `a DAG in queue "${first}"`).addDag(nodes);
+        const jobs = nodes.map((node, i) => ({ id: ids[i] ?? "", name: node.name, queueName: node.queueName }));
+        return c.json({ flowId: record.flowId, jobs, kind: "dag" as const, nodeCount: nodes.length, roots: record.roots }, 201);
       }
-      const record = await flowsOf(store, `a flow in queue "${tree.queueName}"`).addFlow(tree);
+      const tree = parseFlow(flow);
+      const store = oneStore(on, queuesOf(tree), tree.queueName);
+      const flows = flowsOf(store, `a flow in queue "${tree.queueName}"`);
+      if (budget !== undefined && !hasGlideMqExtras(flows))
+        throw new UnsupportedError(`a flow budget needs a store in glide-mq's layout; it is on a ${store.kind} backend`);
+      const record = await flows.addFlow(tree);
+      // As FlowProducer.add: the budget is written once the flow is, then named in each of its jobs.
+      if (budget !== undefined && hasGlideMqExtras(flows)) await flows.setFlowBudget(tree.queueName, record.flowId, budget, record.jobs);
       const root = record.roots[0] ?? { jobId: record.flowId, queueName: tree.queueName };
       return c.json({ flowId: record.flowId, kind: "tree" as const, nodeCount: record.jobs.length, root, roots: [root] }, 201);
     },

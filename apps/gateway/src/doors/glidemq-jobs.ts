@@ -53,6 +53,36 @@ function record(value: unknown): Record<string, unknown> | undefined {
   return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
+/** The usage a job reported (its `usage:*` fields), as glide-mq's Job.fromHash reads it; undefined when none. */
+function usageOf(fields: Record<string, unknown>): Record<string, unknown> | undefined {
+  const text = (field: string) =>
+    typeof fields[`usage:${field}`] === "string" && fields[`usage:${field}`] !== "" ? (fields[`usage:${field}`] as string) : undefined;
+  if (!["model", "tokens", "provider", "costs", "totalTokens", "totalCost", "costUnit"].some((field) => text(field) !== undefined))
+    return undefined;
+  const numbers = (raw: string | undefined) => {
+    try {
+      const parsed = raw === undefined ? undefined : (JSON.parse(raw) as unknown);
+      return parsed && typeof parsed === "object" ? parsed : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const integer = (raw: string | undefined) => (raw === undefined ? undefined : Number.parseInt(raw, 10));
+  const cached = text("cached");
+  // JSON drops the undefined ones, as it drops them from glide-mq's answer.
+  return {
+    model: text("model"),
+    provider: text("provider"),
+    tokens: numbers(text("tokens")),
+    totalTokens: integer(text("totalTokens")),
+    costs: numbers(text("costs")),
+    totalCost: text("totalCost") === undefined ? undefined : Number.parseFloat(text("totalCost")!),
+    costUnit: text("costUnit"),
+    latencyMs: integer(text("latencyMs")),
+    cached: cached === "1" ? true : cached === "0" ? false : undefined,
+  };
+}
+
 /** A job as glide-mq's proxy serialises one (§4.3); `state` as the route asked for it, when it did. */
 export function asGlideJob(job: Job, options: { excludeData?: boolean; state?: string } = {}): GlideJobJson {
   const glide = record(job.native.glide);
@@ -77,6 +107,8 @@ export function asGlideJob(job: Job, options: { excludeData?: boolean; state?: s
   if (job.startedAt !== null) out.processedOn = job.startedAt;
   if (typeof fields.parentId === "string") out.parentId = fields.parentId;
   if (typeof fields.parentQueue === "string") out.parentQueue = fields.parentQueue;
+  const usage = usageOf(fields);
+  if (usage) out.usage = usage;
   return out;
 }
 

@@ -1,5 +1,14 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type Backend, type GlideMqQueues, NotFoundError, UnsupportedError, ValidationError, hasGlideMqQueues } from "@switchyard/core";
+import {
+  type Backend,
+  type GlideMqExtras,
+  type GlideMqQueues,
+  NotFoundError,
+  UnsupportedError,
+  ValidationError,
+  hasGlideMqExtras,
+  hasGlideMqQueues,
+} from "@switchyard/core";
 import { HTTPException } from "hono/http-exception";
 import type { GatewayEnv } from "../errors.js";
 import { BACKEND_ERRORS, body, guarded, json } from "./declare.js";
@@ -9,6 +18,12 @@ import * as S from "./glidemq-schemas.js";
 export function glideOf(backend: Backend, queue: string, what: string): Backend & GlideMqQueues {
   if (hasGlideMqQueues(backend)) return backend;
   throw new UnsupportedError(`${what} needs glide-mq's queue administration; queue "${queue}" is on a ${backend.kind} backend`);
+}
+
+/** The store's GlideMqExtras (suspensions, usage, broadcast, job output streams), or a 501 naming the queue's backend. */
+export function extrasOf(backend: Backend, queue: string, what: string): Backend & GlideMqExtras {
+  if (hasGlideMqExtras(backend)) return backend;
+  throw new UnsupportedError(`${what} is glide-mq's own and needs a store in its layout; queue "${queue}" is on a ${backend.kind} backend`);
 }
 
 const ERRORS = S.glideErrors(...BACKEND_ERRORS);

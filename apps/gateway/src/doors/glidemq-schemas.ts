@@ -100,13 +100,13 @@ export const DelayBody = z.object({
 });
 export const RetryBody = z.object({ count: z.number().int().nonnegative("count must be >= 0").optional() });
 
-const integer = (label: string, min: number) =>
+export const integer = (label: string, min: number) =>
   z
     .string()
     .regex(/^-?\d{1,15}$/, `${label} must be an integer`)
     .transform(Number)
     .refine((value) => value >= min || (label === "end" && value === -1), `${label} must be >= ${min}`);
-const flag = (label: string) =>
+export const flag = (label: string) =>
   z.enum(["true", "false", "1", "0"], { error: `${label} must be true or false` }).transform((raw) => raw === "true" || raw === "1");
 
 export const GLIDE_STATES = ["waiting", "active", "delayed", "completed", "failed"] as const;
@@ -186,6 +186,7 @@ export const GlideJob = z
     processedOn: z.number().optional(),
     parentId: z.string().optional(),
     parentQueue: z.string().optional(),
+    usage: z.record(z.string(), z.unknown()).optional().describe("The AI usage the job reported (job.reportUsage)"),
   })
   .openapi("GlideJob");
 export const Added = z.union([

@@ -1,7 +1,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { type Backend, type Job, type JobState, NotFoundError, UnsupportedError, hasGlideMqQueues, hasJobEditing } from "@switchyard/core";
 import { Hono } from "hono";
-import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { GatewayEnv } from "../errors.js";
 import type { JobEventType } from "../events.js";
@@ -9,13 +8,15 @@ import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, guarded, json } from "./declare.js";
 import type { Door, DoorContext } from "./door.js";
 import { streamEvents } from "./event-stream.js";
+import { mountBroadcastRoutes } from "./glidemq-broadcast.js";
 import { mountDeadLetterRoutes } from "./glidemq-dlq.js";
-import { glideEventStream, glideFrame } from "./glidemq-events.js";
+import { glideEventStream, glideFrame, jobOutputStream } from "./glidemq-events.js";
 import { mountFlowRoutes } from "./glidemq-flows.js";
 import { CORE_STATES_OF, asGlideJob, corePriority, glideCounts, toEnqueueInput } from "./glidemq-jobs.js";
-import { mountGlideOnlyRoutes } from "./glidemq-native.js";
+import { extrasOf, mountGlideOnlyRoutes } from "./glidemq-native.js";
 import * as S from "./glidemq-schemas.js";
-import { UNSUPPORTED_ROUTES } from "./glidemq-unsupported.js";
+import { mountSuspendRoutes } from "./glidemq-suspend.js";
+import { mountUsageRoutes } from "./glidemq-usage.js";
 import { mountWorkerRoutes } from "./glidemq-workers.js";
 import { againAsNew } from "./native-actions.js";
 
@@ -385,18 +386,28 @@ function createGlidemqDoor({ router, backends, wakeups, events }: DoorContext): 
     },
   );
 
+  door.openapi(
+    guarded("glidemq", "read", {
+      ...read(
+        "/queues/{queue}/jobs/{id}/stream",
+        "A job's output (job.stream() entries) as Server-Sent Events, until it completes or fails",
+      ),
+      request: { params: S.JobParams, query: S.EventsQuery },
+      responses: { 200: sse, ...ERRORS },
+    }),
+    (c) => {
+      const { queue, id } = c.req.valid("param");
+      return jobOutputStream(c, extrasOf(on(queue), queue, "a job's output stream"), queue, id) as never;
+    },
+  );
+
   mountWorkerRoutes(door, on, wakeups);
   mountGlideOnlyRoutes(door, on);
   mountDeadLetterRoutes(door, on);
   mountFlowRoutes(door, on, backends);
-
-  for (const unsupported of UNSUPPORTED_ROUTES) {
-    door.openapi(guarded("glidemq", unsupported.access, unsupported.route), (c: Context<GatewayEnv>) => {
-      const queue = c.req.param("queue");
-      const where = queue === undefined ? "" : `; queue "${queue}" is on a ${on(queue).kind} backend`;
-      throw new UnsupportedError(`${unsupported.feature} is glide-mq's own and not served by this gateway${where}`);
-    });
-  }
+  mountSuspendRoutes(door, on);
+  mountUsageRoutes(door, on, backends);
+  mountBroadcastRoutes(door, on);
   return door;
 }
 
