@@ -8,17 +8,23 @@
  * Enqueue: serial `add` and `add` with 10/50 calls in flight, `addBulk` in chunks of 1000.
  * Process: a no-op processor at concurrency 1/10/50 over preloaded jobs. Each figure is the median
  * of RUNS runs, in jobs per second. Every run uses a fresh queue.
+ * Beside the package's own GlideProducer/GlideWorker, the `Backend` path that every door of the
+ * gateway uses: `enqueue`/`enqueueBulk`, and workers that reserve once then complete each job and
+ * take the next in one call (`completeAndReserve`), as glide-mq's Worker does with completeAndFetchNext.
  */
 import { createRequire } from "node:module";
 import { cpus } from "node:os";
+import { completeAndReserve } from "@switchyard/core";
 import { Redis } from "ioredis";
-import { GlideProducer, GlideWorker, loadScripts, queueKeys } from "../packages/glidemq-valkey/src/index.js";
+import { GlideProducer, GlideWorker, createGlideMqBackend, loadScripts, queueKeys } from "../packages/glidemq-valkey/src/index.js";
 
 const url = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const ENQUEUE_JOBS = Number(process.env.BENCH_ENQUEUE_JOBS ?? 5000);
 const PROCESS_JOBS = Number(process.env.BENCH_PROCESS_JOBS ?? 20000);
 const redis = new Redis(url);
+/** The adapter as the gateway holds it, on its own connection as in a gateway process. */
+const backend = createGlideMqBackend({ url });
 let seq = 0;
 const fresh = (what: string) => `bench-${what}-${Date.now().toString(36)}-${seq++}`;
 // biome-ignore lint/suspicious/noExplicitAny: glide-mq is loaded at run time from a path, untyped
@@ -79,6 +85,30 @@ const enqueueCases: Case[] = [
       return r;
     },
   })),
+  ...[1, 10, 50].map((c) => ({
+    label: `switchyard Backend enqueue, ${c} in flight`,
+    run: async () => {
+      const q = fresh("benq");
+      const r = await rate(ENQUEUE_JOBS, () => concurrently(ENQUEUE_JOBS, c, (i) => backend.enqueue(q, { name: "job", data: { i } })));
+      await drop(q);
+      return r;
+    },
+  })),
+  {
+    label: "switchyard Backend enqueueBulk (chunks of 1000)",
+    run: async () => {
+      const q = fresh("bbulk");
+      const r = await rate(PROCESS_JOBS, async () => {
+        for (let i = 0; i < PROCESS_JOBS; i += 1000)
+          await backend.enqueueBulk(
+            q,
+            Array.from({ length: Math.min(1000, PROCESS_JOBS - i) }, (_, j) => ({ name: "job", data: { i: i + j } })),
+          );
+      });
+      await drop(q);
+      return r;
+    },
+  },
   {
     label: "switchyard addBulk (chunks of 1000)",
     run: async () => {
@@ -113,6 +143,27 @@ const processCases = (c: number): Case[] => [
       const r = await steadyRate(queueKeys(q).completed, n);
       await worker.close();
       await drop(q);
+      return r;
+    },
+  },
+  {
+    label: `switchyard Backend reserve, then complete + next in one call, ${c} workers`,
+    run: async () => {
+      const q = fresh("bproc");
+      const n = jobsAt(c);
+      await preload(q, n);
+      let done = 0;
+      const r = await rate(n, () =>
+        Promise.all(
+          Array.from({ length: c }, async (_, k) => {
+            const worker = `w${k}`;
+            let [job] = await backend.reserve(q, { worker });
+            for (; job; done++) [job] = (await completeAndReserve(backend, q, job.id, { worker }, { worker })).next;
+          }),
+        ).then(() => undefined),
+      );
+      await drop(q);
+      if (done !== n) throw new Error(`the Backend path processed ${done} of ${n}`);
       return r;
     },
   },
@@ -186,6 +237,24 @@ const glideCases = (): Case[] =>
             return r;
           },
         })),
+        {
+          label: "glide-mq Queue.addBulk (chunks of 1000)",
+          run: async () => {
+            const q = fresh("gbulk");
+            const queue = new glide.Queue(q, { connection: glideConnection });
+            await queue.add("warm", {});
+            const r = await rate(PROCESS_JOBS, async () => {
+              for (let i = 0; i < PROCESS_JOBS; i += 1000)
+                await queue.addBulk(
+                  Array.from({ length: Math.min(1000, PROCESS_JOBS - i) }, (_, j) => ({ name: "job", data: { i: i + j } })),
+                );
+            });
+            await queue.close();
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            await drop(q);
+            return r;
+          },
+        },
         ...[1, 10, 50].map((c) => ({
           label: `glide-mq Worker, concurrency ${c}`,
           run: async () => {
@@ -234,7 +303,7 @@ async function main(): Promise<void> {
   }
   await report(
     `Bulk enqueue (${PROCESS_JOBS} jobs)`,
-    enqueueCases.filter((e) => e.label.includes("addBulk")),
+    [...enqueueCases, ...glideCases()].filter((e) => e.label.includes("Bulk")),
   );
   for (const c of [1, 10, 50]) {
     await report(`Process, concurrency ${c} (${jobsAt(c)} jobs, no-op processor)`, [
@@ -245,6 +314,7 @@ async function main(): Promise<void> {
 }
 
 main()
+  .then(() => backend.close())
   .then(() => redis.quit())
   .then(() => process.exit(0))
   .catch((error) => {

@@ -2,7 +2,8 @@
  * `npm run bench -- migrate` (scripts/bench.mjs starts the throwaway servers): jobs per second of
  * `migrateQueue` (export a page, import it, verify it in the target) between pairs of stores, beside
  * the floor measured in the same run: reading the source alone, page by page. Peak RSS of the process
- * is printed too. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
+ * is printed too, and the CPU time per job of this process and of the Redis server (both stores'
+ * databases live on it), which a busy shared machine skews far less than jobs per second. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
  * `npm run bench -- migrate --million`: the issue's targets, 1,000,000 jobs from glide-mq into qless
  * (>= 50,000 jobs/s) and into PostgreSQL (>= 20,000 jobs/s), and out of qless, whose export pages
  * through a snapshot of the queue's jids (RSS under 300 MB whatever the size).
@@ -84,6 +85,22 @@ async function readAll(backend: Backend, queue: string): Promise<number> {
 
 const rate = (jobs: number, ms: number) => Math.round((jobs / ms) * 1000);
 
+/**
+ * CPU seconds the Redis server has used (INFO cpu, user + system). Beside this process's own CPU
+ * time, it gives the cost per job, which other work on a shared machine inflates far less than the
+ * wall-clock rate.
+ */
+async function redisCpuSeconds(): Promise<number> {
+  const redis = new Redis(serviceUrl("redis"));
+  try {
+    const info = await redis.info("cpu");
+    const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+    return field("used_cpu_user") + field("used_cpu_sys");
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function flushRedis(): Promise<void> {
   for (const db of Object.values(REDIS_DB)) {
     const redis = new Redis(`${serviceUrl("redis").replace(/\/\d*$/, "")}/${db}`);
@@ -102,9 +119,11 @@ async function benchPair(from: StoreName, to: StoreName) {
     let t0 = performance.now();
     const read = await readAll(a, queue);
     const readMs = performance.now() - t0;
+    const [cpu0, redis0] = [process.cpuUsage(), await redisCpuSeconds()];
     t0 = performance.now();
     const report = await migrateQueue({ from: a, to: b, queue, batchSize: PAGE });
     const migrateMs = performance.now() - t0;
+    const [cpu, redisCpu] = [process.cpuUsage(cpu0), (await redisCpuSeconds()) - redis0];
     if (read !== JOBS || report.imported !== JOBS || report.missing.length > 0) {
       throw new Error(`${from} -> ${to}: read ${read}, imported ${report.imported}, missing ${report.missing.length} of ${JOBS}`);
     }
@@ -115,6 +134,8 @@ async function benchPair(from: StoreName, to: StoreName) {
       jobsPerSecond: rate(JOBS, migrateMs),
       readOnlyPerSecond: rate(JOBS, readMs),
       ofReadOnly: +(readMs / migrateMs).toFixed(2),
+      nodeCpuUsPerJob: +((cpu.user + cpu.system) / JOBS).toFixed(1),
+      redisCpuUsPerJob: +((redisCpu * 1e6) / JOBS).toFixed(1),
       peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
     };
   } finally {
@@ -133,7 +154,7 @@ const rows = [];
 for (const [from, to] of pairs) {
   const row = await benchPair(from, to);
   process.stderr.write(
-    `[bench] ${row.pair}: ${row.jobsPerSecond} jobs/s (read alone ${row.readOnlyPerSecond}/s), peak RSS ${row.peakRssMb} MB\n`,
+    `[bench] ${row.pair}: ${row.jobsPerSecond} jobs/s (read alone ${row.readOnlyPerSecond}/s), CPU per job ${row.nodeCpuUsPerJob} us here and ${row.redisCpuUsPerJob} us in Redis, peak RSS ${row.peakRssMb} MB\n`,
   );
   rows.push(row);
 }

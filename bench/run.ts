@@ -5,7 +5,11 @@
  * same server (Redis PING, SQL `select 1`, Mongo `ping`), the floor of "one round trip per job", and
  * a bare Hono app in its own process answering the same POSTs, the floor of the HTTP path.
  * Every figure is the median of BENCH_RUNS runs (default 3) on a fresh queue; latencies are the
- * p50/p99 of the serial (1 in flight) runs. Never part of `npm test`.
+ * p50/p99 of the serial (1 in flight) runs. Beyond `/v1`: 1,000-job bulks over HTTP, an enqueue
+ * through each protocol door, the cycle with complete-and-reserve-next (one call per job), and the
+ * latency the gateway adds at a steady 2,000 requests a second (BENCH_PACED_RATE): p99 of `/v1`
+ * enqueues paced at that rate against the p99 of the same enqueues on the Backend in this process.
+ * Never part of `npm test`.
  *
  *   npm run bench                       # every store
  *   npm run bench -- sqlite glidemq     # some of them
@@ -17,7 +21,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import type { Backend, EnqueueInput, Job } from "@switchyard/core";
+import { type Backend, type EnqueueInput, type Job, completeAndReserve } from "@switchyard/core";
 import { Redis } from "ioredis";
 import knexFactory from "knex";
 import { MongoClient } from "mongodb";
@@ -40,6 +44,18 @@ const cycleJobs = (name: StoreName, workers: number) =>
 
 /** The Redis database the bench writes to, flushed after each Redis store. */
 const REDIS_DB = 14;
+/** The steady request rate at which the gateway's added latency is measured, and for how long. */
+const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 2000);
+const PACED_SECONDS = Number(process.env.BENCH_PACED_SECONDS ?? (QUICK ? 2 : 5));
+
+/** An enqueue as each protocol door takes it: the path and body of job `i` into queue `q`. */
+const DOOR_ENQUEUES: Array<[string, (q: string, i: number) => [string, unknown]]> = [
+  ["http /cloudq", (q, i) => [`/cloudq/${q}`, { job: { klass: "bench", args: [i] } }]],
+  ["http /glidemq", (q, i) => [`/glidemq/queues/${q}/jobs`, { name: "bench", data: { n: i } }]],
+  // qless jids are global to the store: each run's queue name keeps them apart.
+  ["http /qless", (q, i) => ["/qless/put", { args: ["bench", q, `${q}-${i}`, "bench", JSON.stringify({ n: i }), 0] }]],
+  ["http /workerqueue", (q, i) => ["/workerqueue/jobs", { name: "bench", data: { n: i }, queue: q }]],
+];
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const percentile = (values: number[], p: number) =>
@@ -63,6 +79,30 @@ async function drive(n: number, inFlight: number, call: (i: number) => Promise<u
   return { rate: (n / (performance.now() - started)) * 1000, latencies };
 }
 
+/**
+ * Calls started at a steady `rate` per second for `seconds`, whatever the answers' speed (an open
+ * loop, as traffic arrives), each call's latency in ms from its start; the rate reached is returned
+ * too, so a run that could not keep the pace shows it.
+ */
+async function paced(rate: number, seconds: number, call: (i: number) => Promise<unknown>): Promise<{ rate: number; latencies: number[] }> {
+  const total = Math.round(rate * seconds);
+  const latencies: number[] = [];
+  const pending: Array<Promise<unknown>> = [];
+  const started = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    // Timers wake about every millisecond: start every call that is due by now, then sleep.
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+    for (; sent < due; sent++) {
+      const t0 = performance.now();
+      pending.push(call(sent).then(() => latencies.push(performance.now() - t0)));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(pending);
+  return { rate: (total / (performance.now() - started)) * 1000, latencies };
+}
+
 /** Workers that reserve one job and complete it until the queue is empty; jobs per second. */
 async function cycle(reserve: () => Promise<Job | undefined>, complete: (job: Job) => Promise<unknown>, jobs: number, workers: number) {
   let done = 0;
@@ -81,15 +121,70 @@ async function cycle(reserve: () => Promise<Job | undefined>, complete: (job: Jo
   return (jobs / (performance.now() - started)) * 1000;
 }
 
-/** One bare round trip to the store's server, for the baseline. */
-async function roundTrip(name: StoreName): Promise<{ call: () => Promise<unknown>; close: () => Promise<void> }> {
+/**
+ * Workers that reserve once, then complete each job and take the next in the same call (glide-mq's
+ * completeAndFetchNext) until none comes; jobs per second.
+ */
+async function chainedCycle(
+  reserve: () => Promise<Job | undefined>,
+  completeAndNext: (job: Job) => Promise<Job | undefined>,
+  jobs: number,
+  workers: number,
+) {
+  let done = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      for (let job = await reserve(); job; done++) job = await completeAndNext(job);
+    }),
+  );
+  if (done !== jobs) throw new Error(`the chained cycle completed ${done} of ${jobs} jobs`);
+  return (jobs / (performance.now() - started)) * 1000;
+}
+
+/**
+ * The raw driver baselines of a store, the floor under each adapter figure: one bare round trip
+ * (Redis PING, SQL `select 1`, Mongo `ping`), and the least a job needs written with the bare driver:
+ * on Redis a hash and a stream entry (one pipelined round trip, or 1,000 jobs in one pipeline), in
+ * SQL one row inserted (or 1,000 in one statement), in Mongo one document (or one insertMany).
+ */
+interface Baseline {
+  ping: () => Promise<unknown>;
+  insert: (i: number) => Promise<unknown>;
+  insertMany: (from: number, count: number) => Promise<unknown>;
+  close: () => Promise<void>;
+}
+
+async function rawBaseline(name: StoreName): Promise<Baseline> {
+  const tag = `raw-${Date.now().toString(36)}`;
+  const payload = (i: number) => JSON.stringify({ n: i });
   if (name === "qless" || name === "glidemq" || name === "glidemq-cluster") {
-    const redis = new Redis(serviceUrl("redis"));
-    return { call: () => redis.ping(), close: async () => void redis.disconnect() };
+    const redis = new Redis(`${serviceUrl("redis").replace(/\/\d*$/, "")}/${REDIS_DB}`);
+    const write = (pipeline: ReturnType<Redis["pipeline"]>, i: number) =>
+      pipeline.hset(`${tag}:job:${i}`, "name", "bench", "data", payload(i)).xadd(`${tag}:stream`, "*", "jobId", String(i));
+    return {
+      ping: () => redis.ping(),
+      insert: (i) => write(redis.pipeline(), i).exec(),
+      insertMany: (from, count) => {
+        const pipeline = redis.pipeline();
+        for (let i = from; i < from + count; i++) write(pipeline, i);
+        return pipeline.exec();
+      },
+      close: async () => void redis.disconnect(),
+    };
   }
   if (name === "cloudq") {
     const client = await new MongoClient(serviceUrl("mongo")).connect();
-    return { call: () => client.db("admin").command({ ping: 1 }), close: () => client.close() };
+    const collection = client.db(`bench_${tag.replace(/-/g, "_")}`).collection("jobs");
+    return {
+      ping: () => client.db("admin").command({ ping: 1 }),
+      insert: (i) => collection.insertOne({ klass: "bench", args: [i] }),
+      insertMany: (from, count) => collection.insertMany(Array.from({ length: count }, (_, i) => ({ klass: "bench", args: [from + i] }))),
+      close: async () => {
+        await collection.db.dropDatabase();
+        await client.close();
+      },
+    };
   }
   const knex =
     name === "sqlite"
@@ -99,7 +194,26 @@ async function roundTrip(name: StoreName): Promise<{ call: () => Promise<unknown
           connection: serviceUrl(name === "postgres" ? "postgres" : "mysql"),
           pool: { min: 1, max: 50 },
         });
-  return { call: () => knex.raw("select 1"), close: () => knex.destroy() };
+  const table = tag.replace(/-/g, "_");
+  await knex.schema.createTable(table, (t) => {
+    t.increments("id");
+    t.string("name");
+    t.text("data");
+  });
+  return {
+    ping: () => knex.raw("select 1"),
+    insert: (i) => knex(table).insert({ name: "bench", data: payload(i) }),
+    // One multi-row VALUES statement (knex writes SQLite's as a compound SELECT, which stops at 500 rows).
+    insertMany: (from, count) =>
+      knex.raw(
+        `insert into ${table} (name, data) values ${Array.from({ length: count }, () => "(?, ?)").join(", ")}`,
+        Array.from({ length: count }, (_, i) => ["bench", payload(from + i)]).flat(),
+      ),
+    close: async () => {
+      await knex.schema.dropTableIfExists(table);
+      await knex.destroy();
+    },
+  };
 }
 
 interface Row {
@@ -139,7 +253,7 @@ function startGateway(spec: unknown) {
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
 /** One JSON request over a kept-alive connection; its parsed answer. */
-function http(server: { url: string }, method: string, path: string, body?: unknown): Promise<{ jobs?: Job[]; job?: Job }> {
+function http(server: { url: string }, method: string, path: string, body?: unknown): Promise<{ jobs?: Job[]; job?: Job; next?: Job[] }> {
   const { hostname, port } = new URL(server.url);
   const payload = body === undefined ? "" : JSON.stringify(body);
   const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(payload) };
@@ -176,7 +290,7 @@ async function benchStore(name: StoreName): Promise<Row[]> {
   const backend: Backend = await store.openBackend();
   const server = await startGateway(store.spec);
   const bare = await startProcess(["--import", "tsx", join(import.meta.dirname, "bare-hono.ts")]);
-  const baseline = await roundTrip(name);
+  const baseline = await rawBaseline(name);
   let seq = 0;
   const queue = () => `bench-${Date.now().toString(36)}-${seq++}`;
   const rows: Row[] = [];
@@ -200,7 +314,8 @@ async function benchStore(name: StoreName): Promise<Row[]> {
   const job = (i: number): EnqueueInput => ({ name: "bench", data: { n: i } });
   try {
     for (const inFlight of [1, 10, 50]) {
-      await measure("baseline", `round trip, ${inFlight} in flight`, () => drive(ENQUEUE_JOBS, inFlight, baseline.call));
+      await measure("baseline", `round trip, ${inFlight} in flight`, () => drive(ENQUEUE_JOBS, inFlight, baseline.ping));
+      await measure("baseline", `raw enqueue, ${inFlight} in flight`, () => drive(ENQUEUE_JOBS, inFlight, baseline.insert));
       await measure("backend", `enqueue, ${inFlight} in flight`, () => {
         const q = queue();
         return drive(inFlight === 1 ? ENQUEUE_JOBS / 4 : ENQUEUE_JOBS, inFlight, (i) => backend.enqueue(q, job(i)));
@@ -215,12 +330,30 @@ async function benchStore(name: StoreName): Promise<Row[]> {
         );
       });
     }
+    await measure("baseline", "raw enqueueBulk, 1000 a call", async () => {
+      const started = performance.now();
+      for (let i = 0; i < ENQUEUE_JOBS * 2; i += 1000) await baseline.insertMany(i, 1000);
+      return { rate: ((ENQUEUE_JOBS * 2) / (performance.now() - started)) * 1000 };
+    });
     await measure("backend", "enqueueBulk, 1000 a call", async () => {
       const q = queue();
       const started = performance.now();
       await preload(q, ENQUEUE_JOBS * 2);
       return { rate: ((ENQUEUE_JOBS * 2) / (performance.now() - started)) * 1000 };
     });
+    await measure("http /v1", "enqueueBulk, 1000 a call", async () => {
+      const q = queue();
+      const started = performance.now();
+      for (let i = 0; i < ENQUEUE_JOBS * 2; i += 1000)
+        await http(server, "POST", `/v1/queues/${q}/jobs/bulk`, { jobs: Array.from({ length: 1000 }, (_, j) => job(i + j)) });
+      return { rate: ((ENQUEUE_JOBS * 2) / (performance.now() - started)) * 1000 };
+    });
+    for (const [path, request] of DOOR_ENQUEUES) {
+      await measure(path, "enqueue, 50 in flight", () => {
+        const q = queue();
+        return drive(ENQUEUE_JOBS, 50, (i) => http(server, "POST", ...request(q, i)));
+      });
+    }
     for (const workers of [1, 10, 50]) {
       const jobs = cycleJobs(name, workers);
       await measure("backend", `reserve + complete, ${workers} workers`, async () => {
@@ -246,7 +379,43 @@ async function benchStore(name: StoreName): Promise<Row[]> {
         );
         return { rate };
       });
+      await measure("backend", `complete + next in one call, ${workers} workers`, async () => {
+        const q = queue();
+        await preload(q, jobs);
+        const worker = `w-${seq}`;
+        const rate = await chainedCycle(
+          async () => (await backend.reserve(q, { worker, count: 1 }))[0],
+          async (reserved) => (await completeAndReserve(backend, q, reserved.id, { worker }, { worker })).next[0],
+          jobs,
+          workers,
+        );
+        return { rate };
+      });
+      await measure("http /v1", `complete + next in one call, ${workers} workers`, async () => {
+        const q = queue();
+        await preload(q, jobs);
+        const rate = await chainedCycle(
+          async () => (await http(server, "POST", `/v1/queues/${q}/reserve`, { worker: "w" })).jobs?.[0],
+          async (reserved) =>
+            (await http(server, "POST", `/v1/queues/${q}/jobs/${reserved.id}/complete`, { worker: "w", next: {} })).next?.[0],
+          jobs,
+          workers,
+        );
+        return { rate };
+      });
     }
+    // The latency the gateway adds at a steady rate: the same enqueues through the Backend here, then over HTTP.
+    await measure("backend", `enqueue paced at ${PACED_RATE}/s`, () => {
+      const q = queue();
+      return paced(PACED_RATE, PACED_SECONDS, (i) => backend.enqueue(q, job(i)));
+    });
+    await measure("http bare hono", `POST paced at ${PACED_RATE}/s`, () =>
+      paced(PACED_RATE, PACED_SECONDS, (i) => http(bare, "POST", "/v1/queues/q/jobs", job(i))),
+    );
+    await measure("http /v1", `enqueue paced at ${PACED_RATE}/s`, () => {
+      const q = queue();
+      return paced(PACED_RATE, PACED_SECONDS, (i) => http(server, "POST", `/v1/queues/${q}/jobs`, job(i)));
+    });
   } finally {
     await baseline.close();
     server.stop();
@@ -261,21 +430,42 @@ const machine = `${cpus().length} x ${cpus()[0]?.model ?? "cpu"}, ${Math.round(t
 process.stdout.write(`\nSwitchyard bench, ${new Date().toISOString().slice(0, 10)}, ${machine}; medians of ${RUNS} runs\n\n`);
 process.stdout.write("| store | path | measure | jobs/s | vs baseline | p50 ms | p99 ms |\n| --- | --- | --- | --- | --- | --- | --- |\n");
 
-/** A store's rows, each with its ratio to the baseline of the same concurrency measured in the same run. */
+/** The row a row is compared with, and how the comparison is named: see printRows. */
+function baseOf(row: Row, rows: Row[]): { base: Row; label: string } | undefined {
+  if (row.path === "baseline" || row.path === "http bare hono" || row.measure.includes("paced")) return undefined;
+  const find = (path: string, measure: string) => rows.find((c) => c.path === path && c.measure.startsWith(measure));
+  const named = (base: Row | undefined, label: string) => base && { base, label };
+  if (row.measure.startsWith("enqueueBulk"))
+    return row.path === "backend"
+      ? named(find("baseline", "raw enqueueBulk"), "raw driver")
+      : named(find("backend", "enqueueBulk"), "Backend");
+  const inFlight = /(\d+) (in flight|workers)/.exec(row.measure)?.[1] ?? "50";
+  if (row.path.startsWith("http")) return named(find("http bare hono", `POST, ${inFlight} `), "bare Hono");
+  if (row.measure.startsWith("enqueue")) return named(find("baseline", `raw enqueue, ${inFlight} `), "raw driver");
+  return named(find("baseline", `round trip, ${inFlight} `), "round trip");
+}
+
+/**
+ * A store's rows, each with its ratio to a baseline of the same run: HTTP requests (`/v1`, the doors,
+ * and the cycles, one request per job when chained) against the bare Hono app at the same
+ * concurrency; HTTP bulks against the Backend's; Backend enqueues against the raw driver's writes,
+ * Backend cycles against the store's round trip (one per job is the floor). Then
+ * the latency the gateway adds at the paced rate: its p99 over HTTP less the Backend's in-process.
+ */
 function printRows(rows: Row[]): void {
   for (const row of rows) {
-    const inFlight = /(\d+) (in flight|workers)/.exec(row.measure)?.[1] ?? "50";
-    // HTTP enqueues against the bare Hono app; everything else against the store's round trip.
-    const [basePath, baseMeasure] =
-      row.path === "http /v1" && row.measure.startsWith("enqueue") ? ["http bare hono", "POST"] : ["baseline", "round trip"];
-    const base = rows.find((c) => c.path === basePath && c.measure.startsWith(`${baseMeasure}, ${inFlight} `));
-    const own = row.path === "baseline" || row.path === "http bare hono";
-    const ratio =
-      base && !own ? `${(row.jobsPerSecond / base.jobsPerSecond).toFixed(2)}x ${basePath === "baseline" ? "round trip" : "bare Hono"}` : "";
+    const compared = baseOf(row, rows);
+    const ratio = compared ? `${(row.jobsPerSecond / compared.base.jobsPerSecond).toFixed(2)}x ${compared.label}` : "";
     process.stdout.write(
       `| ${row.store} | ${row.path} | ${row.measure} | ${row.jobsPerSecond} | ${ratio} | ${row.p50ms ?? ""} | ${row.p99ms ?? ""} |\n`,
     );
   }
+  const pacedP99 = (path: string) => rows.find((row) => row.path === path && row.measure.includes("paced"))?.p99ms;
+  const [gateway, alone, bare] = [pacedP99("http /v1"), pacedP99("backend"), pacedP99("http bare hono")];
+  if (gateway !== undefined && alone !== undefined)
+    process.stdout.write(
+      `| ${rows[0]?.store} | added by the gateway | p99 at ${PACED_RATE}/s: ${gateway} ms over HTTP - ${alone} ms on the Backend (bare Hono ${bare} ms) | | ${(gateway - alone).toFixed(2)} ms | | |\n`,
+    );
 }
 
 const only = process.argv.slice(2).filter((arg) => STORES.includes(arg as StoreName)) as StoreName[];

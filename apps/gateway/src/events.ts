@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import {
   type Backend,
+  type CompletedAndNext,
   type EnqueueResult,
   type EventWatch,
   type Job,
@@ -186,6 +187,10 @@ function eventsOf(operation: string, args: unknown[], result: unknown): Array<[J
       return [["progress", job.id]];
     case "complete":
       return [["completed", job.id]];
+    case "completeAndReserve": {
+      const { completed, next } = result as CompletedAndNext;
+      return [["completed", completed.id], ...next.map((reserved): [JobEventType, string] => ["active", reserved.id])];
+    }
     case "fail":
       return [[job.state === "failed" ? "failed" : "retrying", job.id]];
     case "cancel":

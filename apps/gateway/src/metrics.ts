@@ -189,7 +189,7 @@ export class GatewayMetrics {
     const count = (event: string, n = 1) => n > 0 && this.#jobs.inc({ backend, queue, event }, n);
     if (operation === "enqueue") count("enqueued", (result as { created: boolean }).created ? 1 : 0);
     if (operation === "enqueueBulk") count("enqueued", (result as Array<{ created: boolean }>).filter((r) => r.created).length);
-    if (operation === "complete") count("completed");
+    if (operation === "complete" || operation === "completeAndReserve") count("completed");
     if (operation === "fail") count((result as Job).state === "failed" ? "failed" : "retried");
   }
 }

@@ -105,6 +105,28 @@ describe("native /v1 door", () => {
     expect(again.json.error.code).toBe("INVALID_STATE");
   });
 
+  it("POST .../complete with next claims the worker's next job in the same call; without worker it is a 400 and nothing moves", async () => {
+    const q = queue();
+    const first = await enqueue(q);
+    const second = await enqueue(q);
+    await reserveOne(q, "w1");
+    const refused = await t.request("POST", `/v1/queues/${q}/jobs/${first.id}/complete`, { next: {} });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.json)).toContain("next needs worker");
+    expect(t.nativeRows().find((r) => String(r.id) === first.id)?.status).toBe("processing");
+    const res = await t.request("POST", `/v1/queues/${q}/jobs/${first.id}/complete`, { worker: "w1", result: 1, next: { count: 2 } });
+    expect(res.status).toBe(200);
+    expect(res.json.job).toMatchObject({ id: first.id, state: "completed" });
+    expect(
+      res.json.next.map((job: { id: string; state: string; lease: { worker: string } }) => [job.id, job.state, job.lease.worker]),
+    ).toEqual([[second.id, "active", "w1"]]);
+    const rows = t.nativeRows();
+    expect(rows.find((r) => String(r.id) === first.id)?.status).toBe("complete");
+    expect(rows.find((r) => String(r.id) === second.id)?.status).toBe("processing");
+    const last = await t.request("POST", `/v1/queues/${q}/jobs/${second.id}/complete`, { worker: "w1", next: {} });
+    expect(last.json).toMatchObject({ job: { id: second.id, state: "completed" }, next: [] });
+  });
+
   it("POST .../fail with retry=false fails the job for good and the row turns error", async () => {
     const q = queue();
     await enqueue(q);

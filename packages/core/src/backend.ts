@@ -57,6 +57,12 @@ export interface CompleteOptions {
   result?: Json;
 }
 
+/** What completeAndReserve answers: the completed job, then the jobs now leased to the worker (none when nothing was due). */
+export interface CompletedAndNext {
+  completed: Job;
+  next: Job[];
+}
+
 export interface FailOptions {
   worker?: string;
   error: JobError;
@@ -85,10 +91,19 @@ export interface ExportOptions {
   cursor?: string;
 }
 
+/** What a store holds of a job, as far as a migration checks it (see jobDigest, contentDigest). A Job is one. */
+export type HeldJob = Pick<Job, "id" | "name" | "data" | "state" | "priority" | "attempts" | "runAt" | "createdAt">;
+
 export interface ImportResult {
   imported: number;
   /** Ids that already existed in the target queue and were left alone (so a migration can resume). */
   skipped: string[];
+  /**
+   * Optional: each job as the store holds it once the import is done, in the order given (null where
+   * the queue holds none), read from the stored records by the same atomic call (or pipeline) that
+   * wrote them, never echoed from the input. migrateQueue then checks the page without reading it back.
+   */
+  held?: Array<HeldJob | null>;
 }
 
 export type JobCounts = Record<JobState, number>;
@@ -116,6 +131,12 @@ export interface Backend {
   /** Extends the lease; LeaseLostError when the worker no longer holds it. */
   heartbeat(queue: string, id: string, options: HeartbeatOptions): Promise<Job>;
   complete(queue: string, id: string, options?: CompleteOptions): Promise<Job>;
+  /**
+   * Optional: completes the job and reserves the same worker's next jobs in one round trip, as
+   * glide-mq's completeAndFetchNext does, so a busy worker pays one call per job. Callers use core's
+   * completeAndReserve(), which falls back to complete() then reserve() where a store has no such call.
+   */
+  completeAndReserve?(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext>;
   /** Retries with backoff while attempts remain (state `delayed` or `waiting`), else `failed`. */
   fail(queue: string, id: string, options: FailOptions): Promise<Job>;
   /** Withdraws a job that is not finished; NotFoundError when there is none. */
@@ -142,6 +163,19 @@ export interface Backend {
 
   /** Optional: record progress on an active job (capability `progress`). */
   setProgress?(queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job>;
+}
+
+/** Completes the job and reserves the worker's next ones: in one call where the backend has completeAndReserve, else two. */
+export async function completeAndReserve(
+  backend: Backend,
+  queue: string,
+  id: string,
+  options: CompleteOptions,
+  next: ReserveOptions,
+): Promise<CompletedAndNext> {
+  if (backend.completeAndReserve) return backend.completeAndReserve(queue, id, options, next);
+  const completed = await backend.complete(queue, id, options);
+  return { completed, next: await backend.reserve(queue, next) };
 }
 
 export function emptyCounts(): JobCounts {

@@ -21,26 +21,36 @@ function canonical(value: Json): string {
 }
 
 /** The state a job has after a migration: an active job's lease stays with the old store, so it arrives waiting. */
-export function migratedState(job: Job): JobState {
+export function migratedState(job: Pick<Job, "state">): JobState {
   return job.state === "active" ? "waiting" : job.state;
 }
 
-/** 64 bits of SHA-256 over the fields a migration keeps. */
-export function jobDigest(job: Job): bigint {
-  const state = migratedState(job);
-  const fields = [job.id, job.name, canonical(job.data), state, job.priority, job.attempts, state === "delayed" ? job.runAt : null];
-  return createHash("sha256").update(JSON.stringify(fields)).digest().readBigUInt64BE(0);
-}
+type KeptFields = Pick<Job, "id" | "name" | "data" | "state" | "priority" | "attempts" | "runAt">;
 
 /**
- * 64 bits of SHA-256 over what a job was given (id, name, data, priority), without what a worker
- * changes (state, attempts, due time): for a job a target's worker took the moment it arrived.
+ * The fields a migration keeps, as one string: two jobs agree on them when their fingerprints are
+ * equal. A migration compares these directly (no hashing); jobDigest hashes it for checksums.
  */
-export function contentDigest(job: Job): bigint {
-  return createHash("sha256")
-    .update(JSON.stringify([job.id, job.name, canonical(job.data), job.priority]))
-    .digest()
-    .readBigUInt64BE(0);
+export function jobFingerprint(job: KeptFields): string {
+  const state = migratedState(job);
+  return JSON.stringify([job.id, job.name, canonical(job.data), state, job.priority, job.attempts, state === "delayed" ? job.runAt : null]);
+}
+
+/** What a job was given (id, name, data, priority), without what a worker changes (state, attempts, due time). */
+export function contentFingerprint(job: Pick<Job, "id" | "name" | "data" | "priority">): string {
+  return JSON.stringify([job.id, job.name, canonical(job.data), job.priority]);
+}
+
+const sha64 = (text: string) => createHash("sha256").update(text).digest().readBigUInt64BE(0);
+
+/** 64 bits of SHA-256 over the fields a migration keeps (jobFingerprint). */
+export function jobDigest(job: KeptFields): bigint {
+  return sha64(jobFingerprint(job));
+}
+
+/** 64 bits of SHA-256 over contentFingerprint: for a job a target's worker took the moment it arrived. */
+export function contentDigest(job: Pick<Job, "id" | "name" | "data" | "priority">): bigint {
+  return sha64(contentFingerprint(job));
 }
 
 export interface StateChecksum {

@@ -75,7 +75,18 @@ const QUEUE_FIRST = new Set([
   "getMany",
   "remove",
 ]);
-const QUEUE_AND_ID = new Set(["heartbeat", "complete", "fail", "cancel", "get", "setProgress", "setPriority", "setTags", "replace"]);
+const QUEUE_AND_ID = new Set([
+  "heartbeat",
+  "complete",
+  "completeAndReserve",
+  "fail",
+  "cancel",
+  "get",
+  "setProgress",
+  "setPriority",
+  "setTags",
+  "replace",
+]);
 
 function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
   const parsed = schema.safeParse(value);
@@ -100,6 +111,7 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
   if (QUEUE_FIRST.has(operation) || QUEUE_AND_ID.has(operation)) checkQueueName(args[0], adapter);
   if (QUEUE_AND_ID.has(operation)) checkText(JobIdSchema, args[1], adapter);
   if (operation === "reserve") parseOrThrow(ReserveOptionsSchema, args[1], `${adapter} reserve options`);
+  if (operation === "completeAndReserve") parseOrThrow(ReserveOptionsSchema, args[3], `${adapter} reserve options`);
   if (operation === "list") parseOrThrow(ListOptionsSchema, args[1], `${adapter} list options`);
   if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
   if (operation === "setPriority") parseOrThrow(PrioritySchema, args[2], `${adapter} priority`);

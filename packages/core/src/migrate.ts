@@ -1,5 +1,5 @@
-import type { Backend } from "./backend.js";
-import { contentDigest, jobDigest, migratedState } from "./checksum.js";
+import type { Backend, HeldJob } from "./backend.js";
+import { contentFingerprint, jobFingerprint, migratedState } from "./checksum.js";
 import { UnsupportedError } from "./errors.js";
 import { type JobRemoval, hasJobRemoval } from "./extensions.js";
 import type { Job, JobState } from "./job.js";
@@ -83,7 +83,7 @@ export interface MigrationReport extends MigrationProgress {
  * The same job when name and creation second agree (qless keeps createdAt in whole seconds), so a
  * resumed migration's skipped ids are told apart from another job that happens to hold the id.
  */
-function sameJob(source: Job, held: Job): boolean {
+function sameJob(source: Job, held: HeldJob): boolean {
   return source.name === held.name && Math.floor(source.createdAt / 1000) === Math.floor(held.createdAt / 1000);
 }
 
@@ -206,16 +206,20 @@ function removable(backend: Backend): Backend & JobRemoval {
  * Whether the target holds the job as it was read: all a migration keeps, or, when a worker of the
  * target already took it on (a live cutover), all it was given.
  */
-function arrivedAsRead(read: Job, held: Job): boolean {
-  if (jobDigest(held) === jobDigest(read)) return true;
-  return held.state !== migratedState(read) && contentDigest(held) === contentDigest(read);
+function arrivedAsRead(read: Job, held: HeldJob, readFingerprint = jobFingerprint(read)): boolean {
+  if (jobFingerprint(held) === readFingerprint) return true;
+  return held.state !== migratedState(read) && contentFingerprint(held) === contentFingerprint(read);
 }
 
 /** The job as the target gets it: its id and dependencies under the prefix. */
 const renamed = (job: Job, prefix: string): Job =>
   prefix === "" ? job : { ...job, id: prefix + job.id, dependsOn: job.dependsOn.map((id) => prefix + id) };
 
-/** Imports a page and reads it back from the target; answers the (source) jobs the target now holds as they were read. */
+/**
+ * Imports a page and checks it against what the target holds: the import's own answer when the
+ * backend gives it (ImportResult.held), else the page read back. Answers the (source) jobs the target
+ * now holds as they were read.
+ */
 async function copyPage(
   to: Backend,
   targetQueue: string,
@@ -225,22 +229,28 @@ async function copyPage(
   prefix: string,
 ): Promise<Job[]> {
   const jobs = sourceJobs.map((job) => renamed(job, prefix));
-  const result = await to.import(targetQueue, jobs);
+  const importing = to.import(targetQueue, jobs);
+  // Worked out while the target writes the page (where the adapter sends it before its first await).
+  const expected = jobs.map((job) => jobFingerprint(job));
+  const result = await importing;
   progress.imported += result.imported;
   progress.skipped += result.skipped.length;
   const skipped = new Set(result.skipped);
-  const targets = await getMany(
-    to,
-    targetQueue,
-    jobs.map((job) => job.id),
-  );
+  const targets: Array<HeldJob | null> =
+    result.held?.length === jobs.length
+      ? result.held
+      : await getMany(
+          to,
+          targetQueue,
+          jobs.map((job) => job.id),
+        );
   const held: Job[] = [];
   jobs.forEach((job, i) => {
     const target = targets[i] ?? null;
     if (target === null) report.missing.push(job.id);
     else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
     // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
-    else if (!skipped.has(job.id) && !arrivedAsRead(job, target)) report.altered.push(job.id);
+    else if (!skipped.has(job.id) && !arrivedAsRead(job, target, expected[i])) report.altered.push(job.id);
     else held.push(sourceJobs[i] as Job);
   });
   return held;

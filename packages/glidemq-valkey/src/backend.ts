@@ -27,6 +27,7 @@ import {
   normalizeEnqueueInput,
 } from "@switchyard/core";
 import { flatToRecord } from "./codec.js";
+import { completionBatches } from "./completion-batches.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
@@ -123,6 +124,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   const recoverStalled = stalledRecovery(options.stalledRecovery);
   const producing = { prefix, ...(options.compression ? { compression: options.compression } : {}) };
   const schedulerTicks = new Map<string, number>();
+  const completeInBatch = completionBatches(ready, keysOf, consumerName);
 
   /** Fires due schedulers when this process has not looked for SCHEDULER_TICK_MS: reserves here stand in for glide-mq's worker tick. */
   async function tickSchedulers(redis: RedisClient, queue: string, keys: QueueKeys, now: number): Promise<void> {
@@ -248,20 +250,21 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       return toJob(queue, flatToRecord(reply[1]), null);
     },
 
-    async complete(queue, id, completeOptions: CompleteOptions = {}) {
+    async completeAndReserve(queue, id, completeOptions: CompleteOptions, next: ReserveOptions) {
       const redis = await ready();
       const k = keysOf(queue);
-      const returnvalue = JSON.stringify(completeOptions.result ?? null);
-      const reply = (await runScript(
-        redis,
-        "complete",
-        [k.stream, k.completed, k.events, k.job(id), k.metricsCompleted, k.listActive],
-        [id, "-", returnvalue, Date.now(), CONSUMER_GROUP, completeOptions.worker ?? "", "0", "", "1"],
-      )) as Reply;
-      throwRefusal(reply, queue, id);
-      await afterEnd(redis, queue, flatToRecord(reply[1]), false);
-      // removeOnComplete may have deleted the hash already: the snapshot taken before is the answer then.
-      return (await get(queue, id)) ?? toJob(queue, flatToRecord(reply[1]), null);
+      await recoverStalled(redis, k);
+      await tickSchedulers(redis, queue, k, Date.now());
+      const { completed, ended, next: reserved } = await completeInBatch(queue, id, completeOptions, next);
+      await afterEnd(redis, queue, ended, false);
+      return { completed, next: reserved };
+    },
+
+    async complete(queue, id, completeOptions: CompleteOptions = {}) {
+      // Answered from the hash as completion left it (before removeOnComplete's retention): no read-back.
+      const { completed, ended } = await completeInBatch(queue, id, completeOptions);
+      await afterEnd(await ready(), queue, ended, false);
+      return completed;
     },
 
     async fail(queue, id, failOptions: FailOptions) {
@@ -367,7 +370,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     },
 
     async import(queue, jobs: Job[]): Promise<ImportResult> {
-      return importJobs(await ready(), keysOf(queue), jobs);
+      return importJobs(await ready(), queue, keysOf(queue), jobs);
     },
   } satisfies Backend & GlideMqQueues & JobRemoval & { setProgress: NonNullable<Backend["setProgress"]> });
 }

@@ -1,9 +1,10 @@
 import type { Job, JobState, Page } from "@switchyard/core";
 import { BackendUnavailableError, decodeCursor, encodeCursor } from "@switchyard/core";
 import type { Redis } from "ioredis";
+import { flatToRecord } from "./codec.js";
 import type { QueueKeys } from "./keys.js";
 import { toJob } from "./mapping.js";
-import { type RedisClient, isCluster } from "./scripts.js";
+import { type RedisClient, isCluster, runScript } from "./scripts.js";
 
 /**
  * Where jobs of each state can be found. glide-mq keeps no per-state list of waiting or active jobs:
@@ -62,7 +63,7 @@ async function memberIds(
   return { ids, next: index + ids.length, done: ids.length < count };
 }
 
-/** HGETALL and the `scheduled` score of each id, in one round trip. */
+/** The hash, `scheduled` score and dependencies of each id, in one script call (load-jobs.lua). */
 export async function loadJobs(
   client: RedisClient,
   queue: string,
@@ -70,18 +71,11 @@ export async function loadJobs(
   ids: string[],
 ): Promise<Array<{ job: Job; hash: Record<string, string> } | null>> {
   if (ids.length === 0) return [];
-  const pipeline = client.pipeline();
-  for (const id of ids) pipeline.hgetall(keys.job(id)).zscore(keys.scheduled, id).smembers(keys.deps(id));
-  const replies = (await pipeline.exec()) ?? [];
-  // A pipeline reports a lost connection per command, not by rejecting: a failed read is not "no job".
-  // WRONGTYPE is the one exception: a key under job: that is not a hash is not a job.
-  const failed = replies.find(([error]) => error && !error.message.startsWith("WRONGTYPE"))?.[0];
-  if (failed) throw failed;
+  const replies = (await runScript(client, "load-jobs", [keys.scheduled], ids)) as Array<[string[], string | null, string[]]>;
   return ids.map((_, i) => {
-    const hash = replies[3 * i]?.[1] as Record<string, string> | undefined;
-    if (!hash || Object.keys(hash).length === 0) return null;
-    const score = (replies[3 * i + 1]?.[1] as string | null) ?? null;
-    const deps = (replies[3 * i + 2]?.[1] as string[] | null) ?? [];
+    const [flat, score, deps] = replies[i] ?? [[], null, []];
+    if (flat.length === 0) return null;
+    const hash = flatToRecord(flat);
     return { job: toJob(queue, hash, score, deps), hash };
   });
 }

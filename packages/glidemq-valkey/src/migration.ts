@@ -1,8 +1,8 @@
 import type { ImportResult, Job } from "@switchyard/core";
 import { UnsupportedError, ValidationError } from "@switchyard/core";
-import { encodeData } from "./codec.js";
+import { encodeData, flatToRecord } from "./codec.js";
 import { PRIORITY_SHIFT, type QueueKeys, validateJobId } from "./keys.js";
-import { fromGlidePriority, nativeExtrasFields, toGlidePriority } from "./mapping.js";
+import { fromGlidePriority, nativeExtrasFields, toGlidePriority, toJob } from "./mapping.js";
 import type { GlideJobOptions } from "./options.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
@@ -114,8 +114,14 @@ function plan(job: Job): ImportPlan {
   };
 }
 
-/** Writes each job unless its id exists (so an interrupted migration resumes); validates all first. */
-export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job[]): Promise<ImportResult> {
+/** Jobs per import script call: one call holds the server for its whole chunk. */
+const IMPORT_CHUNK = 1000;
+
+/**
+ * Writes each job unless its id exists (so an interrupted migration resumes); validates all first.
+ * One script call per chunk writes its jobs in order and answers each as then stored (`held`).
+ */
+export async function importJobs(client: RedisClient, queue: string, keys: QueueKeys, jobs: Job[]): Promise<ImportResult> {
   const plans = jobs.map((job) => {
     try {
       return plan(job);
@@ -124,21 +130,31 @@ export async function importJobs(client: RedisClient, keys: QueueKeys, jobs: Job
       throw new ValidationError(`glidemq-valkey: job ${job.id} cannot be imported: ${String(error)}`);
     }
   });
-  // Sent together (one script per job, pipelined on the connection), each atomic on its own.
-  const written = await Promise.all(
-    plans.map((p) =>
-      runScript(
-        client,
-        "import",
-        [keys.job(p.id), keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
-        [p.id, p.route, String(p.score), p.name, JSON.stringify(p.fields), JSON.stringify(p.dependsOn), p.dedupId, String(p.createdAt)],
-      ),
-    ),
-  );
-  const result: ImportResult = { imported: 0, skipped: [] };
-  plans.forEach((p, i) => {
-    if (Number(written[i]) === 1) result.imported++;
-    else result.skipped.push(p.id);
-  });
+  const result: Required<ImportResult> = { imported: 0, skipped: [], held: [] };
+  for (let start = 0; start < plans.length; start += IMPORT_CHUNK) {
+    const chunk = plans.slice(start, start + IMPORT_CHUNK);
+    const args = chunk.flatMap((p) => [
+      p.id,
+      p.route,
+      String(p.score),
+      p.name,
+      JSON.stringify(p.fields),
+      JSON.stringify(p.dependsOn),
+      p.dedupId,
+      String(p.createdAt),
+    ]);
+    const replies = (await runScript(
+      client,
+      "import",
+      [keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
+      args,
+    )) as Array<[number, string[], string | null, string[]]>;
+    chunk.forEach((p, i) => {
+      const [written, fields, score, deps] = replies[i] ?? [0, [], null, []];
+      if (Number(written) === 1) result.imported++;
+      else result.skipped.push(p.id);
+      result.held.push(fields.length === 0 ? null : toJob(queue, flatToRecord(fields), score, deps));
+    });
+  }
   return result;
 }

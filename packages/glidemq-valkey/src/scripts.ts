@@ -12,6 +12,7 @@ export type ScriptName =
   | "reserve"
   | "complete"
   | "complete-many"
+  | "complete-reserve-many"
   | "fail"
   | "promote"
   | "reclaim-stalled"
@@ -20,6 +21,7 @@ export type ScriptName =
   | "revoke"
   | "pause"
   | "import"
+  | "load-jobs"
   | "flow"
   | "flow-tree"
   | "count-prioritized"
@@ -45,7 +47,7 @@ function luaDir(): string {
 
 const cache = new Map<ScriptName, LuaScript>();
 /** Helpers prepended to every operation, in dependency order. */
-const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua", "complete.lua"];
+const LIBRARY = ["core.lua", "claim.lua", "dependencies.lua", "create.lua", "complete.lua", "reserve.lua"];
 
 /** The script text: the lib/ helpers, then the operation. Run by EVALSHA; no server function names. */
 export function script(name: ScriptName): LuaScript {
@@ -66,6 +68,7 @@ const ALL: ScriptName[] = [
   "reserve",
   "complete",
   "complete-many",
+  "complete-reserve-many",
   "fail",
   "promote",
   "reclaim-stalled",
@@ -74,6 +77,7 @@ const ALL: ScriptName[] = [
   "revoke",
   "pause",
   "import",
+  "load-jobs",
   "flow",
   "flow-tree",
   "count-prioritized",

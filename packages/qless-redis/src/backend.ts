@@ -33,7 +33,15 @@ import {
 } from "@switchyard/core";
 import { translateError } from "./errors.js";
 import { qlessEventFeed } from "./event-feed.js";
-import { type SwitchyardDocument, type SwitchyardMeta, list, toCoreJob, toImportRecord } from "./job-mapping.js";
+import {
+  type StoredRecord,
+  type SwitchyardDocument,
+  type SwitchyardMeta,
+  heldJob,
+  list,
+  toCoreJob,
+  toImportRecord,
+} from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
 import { QlessScriptError, callQless, formatNow, qlessScript } from "./script.js";
 
@@ -323,10 +331,16 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
         if (!record) throw new UnsupportedError(`qless-redis: qless deletes canceled jobs, so job ${job.id} cannot be imported`);
         return record;
       });
-      // One script call per page, writing the records in order (each was validated above).
-      const written = records.length === 0 ? [] : ((await call("switchyard.import-many", queue, JSON.stringify(records))) as number[]);
-      const skipped = records.filter((_, i) => written[i] !== 1).map((record) => record.jid);
-      return { imported: records.length - skipped.length, skipped };
+      if (records.length === 0) return { imported: 0, skipped: [], held: [] };
+      // One script call per page, writing the records in order (each was validated above); it answers
+      // what the queue then holds of each, read from the stored record.
+      const answers = (await call("switchyard.import-many", queue, JSON.stringify(records))) as Array<[number, StoredRecord | null]>;
+      const skipped = records.filter((_, i) => answers[i]?.[0] !== 1).map((record) => record.jid);
+      const held = records.map((record, i) => {
+        const stored = answers[i]?.[1];
+        return stored ? heldJob(record.jid, stored, queue) : null;
+      });
+      return { imported: records.length - skipped.length, skipped, held };
     },
   } satisfies QlessBackend;
 

@@ -1,4 +1,4 @@
-import type { Backoff, Job, JobState, Json } from "@switchyard/core";
+import type { Backoff, HeldJob, Job, JobState, Json } from "@switchyard/core";
 
 /** qless job JSON as the script encodes it (cjson writes empty arrays as `{}`). */
 export interface QlessJobJson {
@@ -286,5 +286,55 @@ export function toImportRecord(job: Job, queue: string, defaultGroup: string): I
     unique: job.uniqueKey ?? "",
     result: job.result === null ? "" : JSON.stringify(job.result),
     progress: job.progress === null ? "" : JSON.stringify(job.progress),
+  };
+}
+
+/**
+ * A job's stored record as switchyard.import-many reads it back (held_record in 91-switchyard-write.lua):
+ * klass, data, priority, state, time, the history entries in their stored form, the scheduled score.
+ */
+export type StoredRecord = [string, string, string, string, string | null, string[], string | null];
+
+/** What the queue holds of a job, from its stored record, read as toCoreJob reads a document. */
+export function heldJob(jid: string, [klass, data, priority, state, time, stored, scheduled]: StoredRecord, queue: string): HeldJob {
+  const history = stored.map((raw) => {
+    const [when, what, details] = JSON.parse(raw) as [number, string, Record<string, unknown> | null | undefined];
+    return { ...(details ?? {}), when, what };
+  });
+  const job = toCoreJob(
+    {
+      job: {
+        jid,
+        klass,
+        state,
+        queue,
+        worker: "",
+        tracked: false,
+        priority: Number(priority),
+        expires: 0,
+        retries: 0,
+        remaining: 0,
+        data,
+        tags: [],
+        history,
+        failure: {},
+        spawned_from_jid: false,
+        dependents: [],
+        dependencies: [],
+      },
+      time: time ?? false,
+      scheduled: scheduled ?? false,
+    },
+    queue,
+  );
+  return {
+    id: job.id,
+    name: job.name,
+    data: job.data,
+    state: job.state,
+    priority: job.priority,
+    attempts: job.attempts,
+    runAt: job.runAt,
+    createdAt: job.createdAt,
   };
 }

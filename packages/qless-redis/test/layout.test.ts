@@ -204,21 +204,21 @@ describe("qless-redis native layout", () => {
       uniqueKey: null,
       native: { cloudq: { extra: 1 } },
     };
-    expect(await backend.import(queue, [foreign])).toEqual({ imported: 1, skipped: [] });
+    expect(await backend.import(queue, [foreign])).toMatchObject({ imported: 1, skipped: [] });
     const job = await backend.get(queue, foreign.id);
     expect(job).toMatchObject({ state: "waiting", attempts: 2, maxAttempts: 5, priority: 2, tags: ["t"], data: [1, 2] });
     expect(job?.native.cloudq).toEqual({ extra: 1 });
     expect(await redis.hmget(`ql:j:${foreign.id}`, "retries", "remaining", "tags")).toEqual(["4", "3", '["t"]']);
     expect((await history(foreign.id)).map((entry) => entry[1])).toEqual(["put", "popped", "popped"]);
     expect(await redis.zscore("ql:t:t", foreign.id)).not.toBeNull();
-    expect(await backend.import(queue, [foreign])).toEqual({ imported: 0, skipped: [foreign.id] });
+    expect(await backend.import(queue, [foreign])).toMatchObject({ imported: 0, skipped: [foreign.id] });
     await expect(backend.import(queue, [{ ...foreign, id: "c-1", state: "canceled" }])).rejects.toMatchObject({ code: "UNSUPPORTED" });
   });
 
   it("import registers a job's unique key in ql:sy:unique:<queue> as enqueue does: a retry with the key gets the imported job", async () => {
     const queue = `lq-${unique()}`;
     const migrated = importable({ state: "waiting", uniqueKey: "order-1" });
-    expect(await backend.import(queue, [migrated])).toEqual({ imported: 1, skipped: [] });
+    expect(await backend.import(queue, [migrated])).toMatchObject({ imported: 1, skipped: [] });
     expect(await redis.hgetall(`ql:sy:unique:${queue}`)).toEqual({ "order-1": migrated.id });
     expect(await backend.enqueue(queue, { name: "charge", uniqueKey: "order-1" })).toMatchObject({
       created: false,
@@ -233,7 +233,7 @@ describe("qless-redis native layout", () => {
     const failed = importable({ state: "failed", attempts: 3, finishedAt: Date.now(), error: { message: "x" }, uniqueKey: "order-3" });
     const resident = await backend.enqueue(queue, { name: "charge", uniqueKey: "order-4" });
     const rival = importable({ state: "waiting", uniqueKey: "order-4" });
-    expect(await backend.import(queue, [done, failed, rival])).toEqual({ imported: 3, skipped: [] });
+    expect(await backend.import(queue, [done, failed, rival])).toMatchObject({ imported: 3, skipped: [] });
     expect(await redis.hget(`ql:sy:unique:${queue}`, "order-4")).toBe(resident.job.id);
     for (const [key, finished] of [
       ["order-2", done],
@@ -253,7 +253,7 @@ describe("qless-redis native layout", () => {
   it("import that moves a job from another queue of the same Redis takes its unique key along", async () => {
     const [from, to] = [`lq-${unique()}`, `lq-${unique()}`];
     const { job } = await backend.enqueue(from, { name: "charge", uniqueKey: "order-5" });
-    expect(await backend.import(to, [job])).toEqual({ imported: 1, skipped: [] });
+    expect(await backend.import(to, [job])).toMatchObject({ imported: 1, skipped: [] });
     expect(await redis.hget(`ql:sy:unique:${from}`, "order-5")).toBeNull();
     expect(await redis.hget(`ql:sy:unique:${to}`, "order-5")).toBe(job.id);
     const again = await backend.enqueue(from, { name: "charge", uniqueKey: "order-5" });

@@ -2,6 +2,7 @@ import {
   type Backend,
   type Capabilities,
   type CompleteOptions,
+  type CompletedAndNext,
   DEFAULT_LEASE_MS,
   type EnqueueInput,
   type EnqueueResult,
@@ -27,18 +28,20 @@ import {
   guardBackend,
   parseOrThrow,
 } from "@switchyard/core";
-import { claimRows, releaseDueDelayed } from "./claim.js";
+import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
+import { completeAndClaimPostgres } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
-import { enqueueMany, enqueueOne, importJobs } from "./enqueue.js";
+import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
+import { SqliteEnqueueBurst } from "./sqlite-burst.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { whereNotActive, whereQueue, whereState } from "./where.js";
@@ -85,6 +88,8 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   private readonly waker: MasterWaker;
   private readonly releaseTimer: ReleaseTimer;
   private readonly feed: Required<JobEventFeed>;
+  /** SQLite (better-sqlite3): enqueues of one turn of the event loop share a transaction; see sqlite-burst.ts. */
+  private readonly burst: SqliteEnqueueBurst | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -102,6 +107,9 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
       onError,
     );
     this.feed = sqlEventFeed(this.store, () => this.ready());
+    this.burst = SqliteEnqueueBurst.fits(this.store)
+      ? new SqliteEnqueueBurst(this.store, (queue, input) => enqueueNormalized(this.store, queue, input))
+      : undefined;
   }
 
   get eventFeed() {
@@ -139,7 +147,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
 
   async enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
     await this.ready();
-    const result = await enqueueOne(this.store, queue, input);
+    const result = await enqueueOne(this.store, queue, input, this.burst);
     this.announce([result]);
     return result;
   }
@@ -160,6 +168,30 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
 
   async reserve(queue: string, options: ReserveOptions): Promise<Job[]> {
     await this.ready();
+    const request = await this.claimRequest(queue, options);
+    const rows = await withRetry("reserve", () => claimRows(this.store, request));
+    return rows.map((row) => rowToJob(this.store, row, request.now));
+  }
+
+  /**
+   * PostgreSQL: one statement completes the job and claims the worker's next (complete-and-claim.ts);
+   * elsewhere, or when the completion is refused (to name the error), complete() then reserve().
+   */
+  async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext> {
+    await this.ready();
+    if (this.store.dialect === "postgres") {
+      const request = await this.claimRequest(queue, next);
+      const both = await withRetry("completeAndReserve", () => completeAndClaimPostgres(this.store, queue, id, options, request));
+      if (both) {
+        return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
+      }
+    }
+    const completed = await completeJob(this.store, queue, id, options);
+    return { completed, next: await this.reserve(queue, next) };
+  }
+
+  /** Checks a reserve's options; frees due delayed rows for legacy daemons, at most once a second. */
+  private async claimRequest(queue: string, options: ReserveOptions): Promise<ClaimRequest> {
     const count = options.count ?? 1;
     const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     if (typeof options.worker !== "string" || options.worker.length === 0 || options.worker.length > 255) {
@@ -168,15 +200,14 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     if (!Number.isInteger(count) || count < 1 || count > MAX_PAGE)
       throw new ValidationError(`workerqueue-sql: count must be 1..${MAX_PAGE}`);
     if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
-    if (await this.isPaused(queue)) return [];
     const now = Date.now();
     if (now - this.lastRelease >= RELEASE_INTERVAL_MS) {
       this.lastRelease = now;
       const released = await withRetry("reserve", () => releaseDueDelayed(this.store, now));
       this.waker.wake(released);
     }
-    const rows = await withRetry("reserve", () => claimRows(this.store, { queue, worker: options.worker, count, leaseMs, now }));
-    return rows.map((row) => rowToJob(this.store, row, now));
+    // The claim looks at the pause itself, in the same statement (claim.ts).
+    return { queue, worker: options.worker, count, leaseMs, now };
   }
 
   async heartbeat(queue: string, id: string, options: HeartbeatOptions): Promise<Job> {

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
-import { CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { quoted } from "./bulk-insert.js";
+import { ACTIVE_STATUSES, CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import type { Store } from "./options.js";
 import { num, rjqueueLocked, sqlDate } from "./row.js";
 import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
-import { whereDue, whereLeaseExpired, whereQueue } from "./where.js";
+import { whereDue, whereLeaseExpired } from "./where.js";
 
 export interface ClaimRequest {
   queue: string;
@@ -15,43 +16,33 @@ export interface ClaimRequest {
 }
 
 /**
- * Claims up to `count` rows atomically: rows whose Switchyard lease expired first (the core
- * contract), then due pending rows, each in priority (larger first) then id order. The lock id
- * written to `locked_queue_id` is unique per claim and fits the legacy varchar(40), so a legacy
- * daemon sees the row as taken.
+ * Claims up to `count` rows atomically, unless the queue is paused: rows whose Switchyard lease
+ * expired first (the core contract), then due pending rows, each in priority (larger first) then id
+ * order. The lock id written to `locked_queue_id` is unique per claim and fits the legacy
+ * varchar(40), so a legacy daemon sees the row as taken. PostgreSQL and SQLite do it in one
+ * statement; MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, an UPDATE
+ * and a read-back.
  */
 export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
-  const lock = `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
+  const lock = newLock();
   if (store.dialect === "mysql") return claimMysql(store, request, lock);
-  const claim = store.dialect === "postgres" ? claimPostgres : claimSqlite;
-  // Two claims, each atomic: a row is in at most one of them, as the first has taken it.
-  const expired = byClaimOrder(await claim(store, request, lock, (q) => whereLeaseExpired(q, request.now)));
-  if (expired.length >= request.count) return expired;
-  const due = await claim(store, { ...request, count: request.count - expired.length }, lock, (q) => whereDue(store, q, request.now));
-  return [...expired, ...byClaimOrder(due)];
+  return store.dialect === "postgres" ? claimPostgres(store, request, lock) : claimSqlite(store, request, lock);
 }
+
+/** A lock id unique to one claim. */
+export const newLock = () => `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
 
 /** Priority (larger first), then id. RETURNING and IN lists promise no order: jobs go out in this one. */
 function byClaimOrder<T extends { id: number | string; sy_priority: number | string | null }>(rows: T[]): T[] {
   return rows.sort((a, b) => (num(b.sy_priority) ?? 0) - (num(a.sy_priority) ?? 0) || Number(a.id) - Number(b.id));
 }
 
-type Filter = (query: Knex.QueryBuilder) => Knex.QueryBuilder;
-
 const CLAIM_ORDER = [
   { column: SY.priority, order: "desc" },
   { column: "id", order: "asc" },
 ];
 
-function candidates(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest, filter: Filter): Knex.QueryBuilder {
-  const query = db(store.table).select("id");
-  whereQueue(store, query, request.queue);
-  return query
-    .where((q) => filter(q))
-    .orderBy(CLAIM_ORDER)
-    .limit(request.count);
-}
-
+/** MySQL's claim: what taking a row writes (claimSet() below is the same as SQL text). */
 function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRequest, lock: string): Record<string, unknown> {
   return {
     status: STATUS.processing,
@@ -66,20 +57,94 @@ function claimValues(store: Store, db: Knex | Knex.Transaction, request: ClaimRe
   };
 }
 
+/** A condition of a raw statement and its bindings. */
+export interface Condition {
+  sql: string;
+  bindings: Knex.RawBinding[];
+}
+
+/** whereQueue() as SQL text: legacy rows (no `sy_queue`) belong to the default queue. */
+export function queueCondition(store: Store, queue: string): Condition {
+  return { sql: queue === store.defaultQueue ? "(sy_queue = ? or sy_queue is null)" : "sy_queue = ?", bindings: [queue] };
+}
+
+/** whereLeaseExpired() as SQL text. */
+function expiredCondition(now: number): Condition {
+  return { sql: "status in (?, ?) and sy_lease_until is not null and sy_lease_until < ?", bindings: [...ACTIVE_STATUSES, now] };
+}
+
+/** whereDue() as SQL text. */
+function dueCondition(store: Store, now: number): Condition {
+  const due: Condition = {
+    sql: "status = ? and locked_queue_id in (?, ?, ?) and (sy_run_at is null or sy_run_at <= ?)",
+    bindings: [STATUS.pending, UNLOCKED, ...DELAYED_LOCKS, now],
+  };
+  if (!store.layout.rjqueueLocked) return due;
+  return {
+    sql: `${due.sql} and (locked = ? or locked is null or locked_queue_id in (?, ?))`,
+    bindings: [...due.bindings, false, ...DELAYED_LOCKS],
+  };
+}
+
+/** The claim's SET list as SQL text (the same values as claimValues). */
+function claimSet(store: Store, request: ClaimRequest, lock: string): Condition {
+  const set: Condition = {
+    sql: "status = ?, locked_queue_id = ?, attempts = coalesce(attempts, 0) + 1, updated_at = ?, sy_worker = ?, sy_lease_until = ?, sy_started_ms = ?, sy_run_at = null",
+    bindings: [STATUS.processing, lock, sqlDate(store, request.now), request.worker, request.now + request.leaseMs, request.now],
+  };
+  if (!store.layout.rjqueueLocked) return set;
+  return { sql: `${set.sql}, locked = ?`, bindings: [...set.bindings, true] };
+}
+
+const ORDER = "order by sy_priority desc, id asc";
+
 /**
- * One UPDATE over a locked, skip-locked CTE: concurrent claimers pass each other's rows by. Built as
- * one query with bindings (never as text): the pg client rewrites every `?` of a raw text into `$n`,
- * even inside quoted strings, so a `?` in a queue or worker name would break a text-built claim.
+ * The claim as PostgreSQL statement parts: two locked, skip-locked candidate lists (expired leases,
+ * then due rows, the second only as long as the first leaves room), each read in claim order from
+ * its index, and one UPDATE of both that answers the rows and the list each came from
+ * (`sy_claim_tier`). `onlyIf` is a further condition on both lists (completeAndClaim's). Values go
+ * as bindings, never in the text: the pg client would rewrite a `?` of a queue or worker name into a
+ * parameter.
  */
-async function claimPostgres(store: Store, request: ClaimRequest, lock: string, filter: Filter): Promise<JobRow[]> {
-  const { knex } = store;
-  const picked = candidates(store, knex, request, filter).forUpdate().skipLocked();
-  const result = await knex(store.table)
-    .withMaterialized("picked", picked)
-    .update(claimValues(store, knex, request, lock))
-    .whereRaw("?? in (select id from picked)", [`${store.table}.id`])
-    .returning("*");
-  return result as unknown as JobRow[];
+export function postgresClaim(store: Store, request: ClaimRequest, lock: string, onlyIf = "true") {
+  const table = quoted(store, store.table);
+  const queue = queueCondition(store, request.queue);
+  const expired = expiredCondition(request.now);
+  const due = dueCondition(store, request.now);
+  const set = claimSet(store, request, lock);
+  const notPaused = `not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?) and ${onlyIf}`;
+  return {
+    lists: `expired as materialized (
+       select id from ${table} where ${queue.sql} and ${expired.sql} and ${notPaused} ${ORDER} limit ? for update skip locked),
+     due as materialized (
+       select id from ${table} where ${queue.sql} and ${due.sql} and ${notPaused} ${ORDER}
+       limit greatest(0, ? - (select count(*) from expired)) for update skip locked),
+     picked as (select id, 0 as tier from expired union all select id, 1 as tier from due)`,
+    listBindings: [
+      ...queue.bindings,
+      ...expired.bindings,
+      request.queue,
+      request.count,
+      ...queue.bindings,
+      ...due.bindings,
+      request.queue,
+      request.count,
+    ],
+    update: `update ${table} set ${set.sql} from picked where ${table}.id = picked.id returning ${table}.*, picked.tier as sy_claim_tier`,
+    updateBindings: set.bindings,
+  };
+}
+
+/** Rows a PostgreSQL claim answered, in the order they go out: expired leases first, then due rows, each in claim order. */
+export function claimedInOrder(rows: Array<JobRow & { sy_claim_tier: number }>): JobRow[] {
+  return byClaimOrder(rows).sort((a, b) => a.sy_claim_tier - b.sy_claim_tier);
+}
+
+/** PostgreSQL: the claim in one statement; concurrent claimers pass each other's rows by. */
+async function claimPostgres(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const claim = postgresClaim(store, request, lock);
+  const result = await store.knex.raw(`with ${claim.lists} ${claim.update}`, [...claim.listBindings, ...claim.updateBindings]);
+  return claimedInOrder((result as { rows: Array<JobRow & { sy_claim_tier: number }> }).rows);
 }
 
 /**
@@ -99,6 +164,8 @@ async function claimMysql(store: Store, request: ClaimRequest, lock: string): Pr
         if (queueValue === null) query.whereNull(SY.queue);
         else query.where(SY.queue, queueValue);
         filter(query);
+        // The pause is looked at by the read itself (a subquery of a locking read takes no lock).
+        query.whereNotExists((paused) => paused.select(trx.raw("1")).from(store.pausedTable).where("queue", request.queue));
         const rows = await query.orderBy(CLAIM_ORDER).limit(request.count).forUpdate().skipLocked();
         return rows as Array<{ id: number; sy_priority: number }>;
       };
@@ -137,12 +204,42 @@ async function claimMysql(store: Store, request: ClaimRequest, lock: string): Pr
   );
 }
 
-/** SQLite: one UPDATE ... RETURNING statement takes the write lock, so the claim is atomic. */
-async function claimSqlite(store: Store, request: ClaimRequest, lock: string, filter: Filter): Promise<JobRow[]> {
-  const { knex } = store;
-  return (await knex(store.table)
-    .whereIn("id", candidates(store, knex, request, filter))
-    .update(claimValues(store, knex, request, lock), "*")) as unknown as JobRow[];
+/**
+ * SQLite: one UPDATE ... RETURNING statement takes the write lock, so the claim is atomic. Its
+ * candidates are the best expired leases, then the best due rows, each list read in claim order from
+ * its index. The jobs come back in priority then id order (RETURNING cannot say which list a row
+ * came from), so within one claim of several an expired job may follow a due one of higher priority.
+ */
+async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const table = quoted(store, store.table);
+  const queue = queueCondition(store, request.queue);
+  const expired = expiredCondition(request.now);
+  const due = dueCondition(store, request.now);
+  const set = claimSet(store, request, lock);
+  const rows = await store.knex.raw(
+    `update ${table} set ${set.sql} where id in (
+       select id from (
+         select id, tier, priority from (
+           select id, 0 as tier, sy_priority as priority from ${table} where ${queue.sql} and ${expired.sql} ${ORDER} limit ?)
+         union all
+         select id, tier, priority from (
+           select id, 1 as tier, sy_priority as priority from ${table} where ${queue.sql} and ${due.sql} ${ORDER} limit ?)
+         order by tier, priority desc, id asc limit ?))
+     and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
+     returning *`,
+    [
+      ...set.bindings,
+      ...queue.bindings,
+      ...expired.bindings,
+      request.count,
+      ...queue.bindings,
+      ...due.bindings,
+      request.count,
+      request.count,
+      request.queue,
+    ],
+  );
+  return byClaimOrder(rows as JobRow[]);
 }
 
 /**

@@ -50,16 +50,22 @@ export async function withRetry<T>(what: string, operation: () => Promise<T>, at
         await new Promise((resolve) => setTimeout(resolve, 5 * attempt + Math.random() * 20));
         continue;
       }
-      if (isRefusedValue(error)) {
-        const reason = String((error as DriverError).message ?? "")
-          .split(" - ")
-          .pop();
-        throw new ValidationError(`workerqueue-sql: ${what}: the database refused a value: ${reason}`);
-      }
-      if (isConnectionError(error)) {
-        throw new BackendUnavailableError(`workerqueue-sql: ${what} failed: ${(error as Error).message}`, { cause: error });
-      }
-      throw error;
+      throw typedError(what, error);
     }
   }
+}
+
+/** A driver's error as the caller should see it: a refused value is a ValidationError, a lost server BackendUnavailableError. */
+export function typedError(what: string, error: unknown): unknown {
+  if (isSwitchyardError(error)) return error;
+  if (isRefusedValue(error)) {
+    const reason = String((error as DriverError).message ?? "")
+      .split(" - ")
+      .pop();
+    return new ValidationError(`workerqueue-sql: ${what}: the database refused a value: ${reason}`);
+  }
+  if (isConnectionError(error)) {
+    return new BackendUnavailableError(`workerqueue-sql: ${what} failed: ${(error as Error).message}`, { cause: error });
+  }
+  return error;
 }

@@ -25,11 +25,14 @@ export async function findRows(store: Store, db: Db, queue: string, ids: string[
   const found = new Map<string, JobRow>();
   if (ids.length === 0) return found;
   const rowIds = ids.filter((id) => /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID).map(Number);
+  // PostgreSQL takes each list as one array parameter: a page of 1,000 ids is not 1,000 parameters to bind and parse.
+  const among = (q: Knex.QueryBuilder, column: string, values: Array<string | number>, type: string) =>
+    store.dialect === "postgres" ? q.whereRaw(`?? = any(?::${type}[])`, [column, values as never]) : q.whereIn(column, values);
   const query = db(store.table)
     .select("*")
     .where((q) => {
-      q.whereIn(SY.jobId, ids);
-      if (rowIds.length > 0) q.orWhere((inner) => inner.whereNull(SY.jobId).whereIn("id", rowIds));
+      among(q, SY.jobId, ids, "text");
+      if (rowIds.length > 0) q.orWhere((inner) => among(inner.whereNull(SY.jobId), "id", rowIds, "int4"));
     });
   whereQueue(store, query, queue);
   for (const row of (await query) as JobRow[]) {
@@ -46,6 +49,13 @@ export async function findByUniqueKey(store: Store, db: Db, queue: string, key: 
   whereQueue(store, query, queue);
   const rows = (await query.limit(1)) as JobRow[];
   return rows[0] ?? null;
+}
+
+/** The unfinished jobs of a queue that hold any of these unique keys, in one query. */
+export async function findByUniqueKeys(store: Store, db: Db, queue: string, keys: string[]): Promise<JobRow[]> {
+  const query = db(store.table).select("*").whereIn(SY.uniqueSlot, keys);
+  whereQueue(store, query, queue);
+  return (await query) as JobRow[];
 }
 
 /**

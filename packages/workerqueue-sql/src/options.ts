@@ -46,8 +46,17 @@ export interface Store {
   /** Whether `dataFormat` was given (then ready() leaves it alone). */
   readonly dataFormatGiven: boolean;
   readonly defaultQueue: string;
-  /** What ready() found in an existing table; see `rjqueueLocked` in columns.ts. */
-  readonly layout: { rjqueueLocked: boolean };
+  /** What ready() found in the table and server; see detectLayout in schema.ts. */
+  readonly layout: Layout;
+}
+
+export interface Layout {
+  /** rjqueue's boolean `locked` column is there; see `RJQUEUE_LOCKED` in columns.ts. */
+  rjqueueLocked: boolean;
+  /** PostgreSQL: each column's type name (`int4`, `timestamptz`...), to cast the arrays of a bulk insert. */
+  columnTypes: Map<string, string>;
+  /** INSERT ... RETURNING works: PostgreSQL, SQLite and MariaDB 10.5+, not MySQL. */
+  insertReturning: boolean;
 }
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,39}$/;
@@ -78,7 +87,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     dataFormat,
     dataFormatGiven: options.dataFormat !== undefined,
     defaultQueue: options.defaultQueue ?? "default",
-    layout: { rjqueueLocked: false },
+    layout: { rjqueueLocked: false, columnTypes: new Map(), insertReturning: dialectOf(knex) !== "mysql" },
   };
   return { store, ownsKnex, createSchema: options.createSchema ?? true };
 }

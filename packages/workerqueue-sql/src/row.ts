@@ -1,6 +1,7 @@
 import {
   type Backoff,
   DEFAULT_MAX_ATTEMPTS,
+  type HeldJob,
   type Job,
   type JobState,
   type Json,
@@ -83,6 +84,30 @@ export function rowToJob(store: Store, row: JobRow, now = Date.now()): Job {
     dependsOn: [],
     uniqueKey: row.sy_unique_key,
     native,
+  };
+}
+
+/** The columns heldJobOf() reads: what an import's INSERT answers, rather than every column of every row. */
+export function heldColumns(store: Store): string {
+  const columns = ["id", "name", "data", "status", "locked_queue_id", "attempts", "sy_queue", "sy_job_id", "sy_priority"];
+  // Not created_at: sy_created_ms is always written by Switchyard, and a datetime costs a parse.
+  columns.push("sy_run_at", "sy_created_ms", "sy_canceled_ms");
+  if (store.layout.rjqueueLocked) columns.push(RJQUEUE_LOCKED);
+  return columns.join(", ");
+}
+
+/** What a migration checks of a stored job (core's HeldJob), from the heldColumns() of its row; as rowToJob() reads them. */
+export function heldJobOf(row: JobRow, now: number): HeldJob {
+  const state = stateOf(row, now);
+  return {
+    id: jobIdOf(row),
+    name: row.name,
+    data: decodeData(row.data),
+    state,
+    priority: num(row.sy_priority) ?? 0,
+    attempts: Number(row.attempts ?? 0),
+    runAt: state === "delayed" ? num(row.sy_run_at) : null,
+    createdAt: num(row.sy_created_ms) ?? dateMs(row.created_at) ?? 0,
   };
 }
 

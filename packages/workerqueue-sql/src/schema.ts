@@ -114,10 +114,28 @@ export async function ensureSchema(store: Store, attempts = 5): Promise<void> {
   }
 }
 
-/** Notes which legacy variant the table is (rjqueue's boolean `locked` or not). */
+/**
+ * Notes which legacy variant the table is (rjqueue's boolean `locked` or not), the column types a
+ * PostgreSQL bulk insert casts its arrays to, and whether a MySQL-family server has INSERT ... RETURNING.
+ */
 export async function detectLayout(store: Store): Promise<void> {
   const columns = await store.knex(store.table).columnInfo();
   store.layout.rjqueueLocked = Object.hasOwn(columns, RJQUEUE_LOCKED);
+  if (store.dialect === "postgres") {
+    const { rows } = await store.knex.raw(
+      "select column_name, udt_name from information_schema.columns where table_name = ? and table_schema = current_schema()",
+      [store.table],
+    );
+    store.layout.columnTypes = new Map(
+      (rows as Array<{ column_name: string; udt_name: string }>).map((row) => [row.column_name, row.udt_name]),
+    );
+  }
+  if (store.dialect === "mysql") {
+    const [[server]] = await store.knex.raw("select version() as version");
+    const [, major, minor] = /^(\d+)\.(\d+).*mariadb/i.exec(String(server?.version ?? "")) ?? [];
+    // MariaDB 10.5 added INSERT ... RETURNING; MySQL has none (its inserts are read back by id).
+    store.layout.insertReturning = major !== undefined && Number(major) * 100 + Number(minor) >= 1005;
+  }
   // rjqueue's job classes read `@record.data[:id]`: symbol keys, which only the YAML format has.
   if (!store.dataFormatGiven) store.dataFormat = store.layout.rjqueueLocked ? "yaml" : "json";
 }

@@ -20,6 +20,7 @@ import { withRetry } from "./db-errors.js";
 import { findRow, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
 import { delayedLock, durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
+import { whereJobId, whereQueue, whereState } from "./where.js";
 
 /** What a transition requires of the row before it may change it. */
 interface Expect {
@@ -62,52 +63,108 @@ export async function transition(
       else update.where("locked_queue_id", row.locked_queue_id);
       if (row.status === null) update.whereNull("status");
       else update.where("status", row.status);
-      const changed = await update.update({ ...change(row, now), updated_at: sqlDate(store, now) });
-      if (changed === 1) return rowToJob(store, await rowById(store, store.knex, row.id));
+      const values = { ...change(row, now), updated_at: sqlDate(store, now) };
+      if (store.dialect === "mysql") {
+        if ((await update.update(values)) === 1) return rowToJob(store, await rowById(store, store.knex, row.id));
+        continue;
+      }
+      const [changed] = (await update.update(values, "*")) as JobRow[];
+      if (changed) return rowToJob(store, changed);
     }
     throw new LeaseLostError(`workerqueue-sql: job ${id} kept changing while being updated`);
   });
 }
 
-export function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
+/**
+ * The one-statement path of a transition that only an active job, held by `worker` when one is
+ * named, may take and whose new values do not depend on the row's old ones (SQL expressions aside):
+ * an UPDATE guarded by those conditions, RETURNING the row. Null when it changed nothing (the caller
+ * then takes transition(), whose read says which error it is), and always on MySQL, which has no
+ * UPDATE ... RETURNING: there the read, update and read-back of transition() it is.
+ */
+async function updateHeld(
+  store: Store,
+  queue: string,
+  id: string,
+  worker: string | undefined,
+  values: Record<string, unknown>,
+): Promise<Job | null> {
+  if (store.dialect === "mysql") return null;
+  return withRetry("update", async () => {
+    const [row] = (await heldUpdate(store, queue, id, worker, values, Date.now())) as JobRow[];
+    return row ? rowToJob(store, row) : null;
+  });
+}
+
+/** The guarded UPDATE ... RETURNING * of updateHeld(), unsent (completeAndClaim puts it in a statement of its own). */
+export function heldUpdate(
+  store: Store,
+  queue: string,
+  id: string,
+  worker: string | undefined,
+  values: Record<string, unknown>,
+  now: number,
+) {
+  const { knex, table } = store;
+  // The row findRow would pick: a caller-chosen id wins over a row id of the same spelling.
+  const target = knex(table).select("id");
+  whereQueue(store, target, queue);
+  whereJobId(target, id);
+  target.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1);
+  const query = knex(table).where("id", target);
+  whereState(store, query, "active", now);
+  if (worker !== undefined) query.where(SY.worker, worker);
+  return query.update({ ...values, updated_at: sqlDate(store, now) }, "*");
+}
+
+export async function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
   if (typeof options.worker !== "string" || options.worker.length === 0) {
     throw new ValidationError("workerqueue-sql: heartbeat needs the worker that holds the lease");
   }
-  return transition(
-    store,
-    queue,
-    id,
-    "heartbeat",
-    { worker: options.worker, states: ["active"], onWrongState: "lease-lost" },
-    (_, now) => ({
-      [SY.worker]: options.worker,
-      [SY.leaseUntil]: now + leaseMs,
-      ...(options.progress !== undefined ? { [SY.progress]: JSON.stringify(options.progress) } : {}),
-    }),
+  const values = (now: number) => ({
+    [SY.worker]: options.worker,
+    [SY.leaseUntil]: now + leaseMs,
+    ...(options.progress !== undefined ? { [SY.progress]: JSON.stringify(options.progress) } : {}),
+  });
+  return (
+    (await updateHeld(store, queue, id, options.worker, values(Date.now()))) ??
+    transition(store, queue, id, "heartbeat", { worker: options.worker, states: ["active"], onWrongState: "lease-lost" }, (_, now) =>
+      values(now),
+    )
   );
 }
 
-export function setJobProgress(store: Store, queue: string, id: string, worker: string | undefined, progress: Json): Promise<Job> {
-  return transition(store, queue, id, "set progress of", { worker, states: ["active"], onWrongState: "invalid-state" }, () => ({
-    [SY.progress]: JSON.stringify(progress),
-  }));
+export async function setJobProgress(store: Store, queue: string, id: string, worker: string | undefined, progress: Json): Promise<Job> {
+  const values = { [SY.progress]: JSON.stringify(progress) };
+  return (
+    (await updateHeld(store, queue, id, worker, values)) ??
+    transition(store, queue, id, "set progress of", { worker, states: ["active"], onWrongState: "invalid-state" }, () => values)
+  );
 }
 
 /** Finished: status `complete`, unlocked, `duration` in seconds as rjqueue writes it. */
-export function completeJob(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
-  return transition(
-    store,
-    queue,
-    id,
-    "complete",
-    { worker: options.worker, states: ["active"], onWrongState: "invalid-state" },
-    (row, now) =>
-      finished(store, row, now, STATUS.complete, {
-        ...(options.result !== undefined ? { [SY.result]: JSON.stringify(options.result) } : {}),
-      }),
+export async function completeJob(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
+  return (
+    (await updateHeld(store, queue, id, options.worker, completeValues(store, options, Date.now()))) ??
+    transition(store, queue, id, "complete", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, at) =>
+      finished(store, row, at, STATUS.complete, resultColumn(options)),
+    )
   );
+}
+
+const resultColumn = (options: CompleteOptions) => (options.result !== undefined ? { [SY.result]: JSON.stringify(options.result) } : {});
+
+/** What complete() writes in one statement: the duration (durationSeconds()) in SQL, from the row's own start time. */
+export function completeValues(store: Store, options: CompleteOptions, now: number): Record<string, unknown> {
+  const greatest = store.dialect === "sqlite" ? "max" : "greatest";
+  const duration = store.knex.raw(`case when ?? is null then null else ${greatest}(0, round((? - ??) / 1000.0)) end`, [
+    SY.startedMs,
+    now,
+    SY.startedMs,
+  ]);
+  return { ...finishedColumns(store, now, STATUS.complete, resultColumn(options)), duration };
 }
 
 /** The longest wait before a retry: ten years. */
@@ -155,10 +212,17 @@ export async function cancelJob(store: Store, queue: string, id: string): Promis
 function finished(store: Store, row: JobRow, now: number, status: string, extra: Record<string, unknown>): Record<string, unknown> {
   const started = num(row.sy_started_ms);
   return {
+    ...finishedColumns(store, now, status, extra),
+    duration: started !== null && status === STATUS.complete ? durationSeconds(started, now) : null,
+  };
+}
+
+/** What finishing writes, but the duration (which depends on the row's start time). */
+function finishedColumns(store: Store, now: number, status: string, extra: Record<string, unknown>): Record<string, unknown> {
+  return {
     status,
     locked_queue_id: UNLOCKED,
     ...rjqueueLocked(store, false),
-    duration: started !== null && status === STATUS.complete ? durationSeconds(started, now) : null,
     [SY.worker]: null,
     [SY.leaseUntil]: null,
     [SY.runAt]: null,

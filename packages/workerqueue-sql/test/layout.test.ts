@@ -92,7 +92,7 @@ for (const dialect of DIALECTS) {
       });
       const { items } = await wq.export(q);
       const target = queue();
-      expect(await wq.import(target, items)).toEqual({ imported: 1, skipped: [] });
+      expect(await wq.import(target, items)).toMatchObject({ imported: 1, skipped: [] });
       const [copy] = (await db(table).where("sy_queue", target)) as Array<Record<string, unknown>>;
       expect(copy).toMatchObject({ data: "--- \n:id: 7\n", taskable_id: 7, taskable_type: "Image", sy_job_id: items[0]?.id });
     });

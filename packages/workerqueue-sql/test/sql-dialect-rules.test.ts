@@ -122,7 +122,7 @@ for (const dialect of DIALECTS) {
       const exported = (await source.export(from, {})).items as Job[];
       expect(exported.map((job) => job.id).sort()).toEqual([old.id, fresh.id].sort());
       const to = queue();
-      expect(await source.import(to, exported)).toEqual({ imported: 2, skipped: [] });
+      expect(await source.import(to, exported)).toMatchObject({ imported: 2, skipped: [] });
       expect((await source.get(to, fresh.id))?.state).toBe("waiting");
       expect((await source.enqueue(to, { name: "u", uniqueKey: "same" })).job.id).toBe(fresh.id);
     });

@@ -60,7 +60,23 @@ export const HeartbeatBody = z
   .strictObject({ worker: Worker, leaseMs: LeaseMs.optional(), progress: Json.optional() })
   .openapi("HeartbeatBody");
 
-export const CompleteBody = z.strictObject({ worker: Worker.optional(), result: Json.optional() }).openapi("CompleteBody");
+export const CompleteBody = z
+  .strictObject({
+    worker: Worker.optional(),
+    result: Json.optional(),
+    next: z
+      .strictObject({
+        count: z.number().int().min(1).max(MAX_PAGE_SIZE).optional().describe("How many jobs to claim at most; default 1."),
+        leaseMs: LeaseMs.optional(),
+      })
+      .optional()
+      .describe("Also claim the worker's next jobs in the same call (one round trip per job for a busy worker); needs `worker`."),
+  })
+  .refine((body) => body.next === undefined || body.worker !== undefined, {
+    message: "next needs worker: the next jobs are leased to it",
+    path: ["next"],
+  })
+  .openapi("CompleteBody");
 
 export const FailBody = z
   .strictObject({
@@ -99,6 +115,9 @@ export const JobParams = QueueParams.extend({
 export const EnqueueResponse = z.object({ job: Job, created: z.boolean() }).openapi("EnqueueResponse");
 export const BulkEnqueueResponse = z.object({ results: z.array(EnqueueResponse) }).openapi("BulkEnqueueResponse");
 export const JobResponse = z.object({ job: Job }).openapi("JobResponse");
+export const CompleteResponse = z
+  .object({ job: Job, next: z.array(Job).optional().describe("The jobs now leased to the worker, when `next` was asked for.") })
+  .openapi("CompleteResponse");
 export const JobsResponse = z.object({ jobs: z.array(Job) }).openapi("JobsResponse");
 export const PageResponse = z.object({ jobs: z.array(Job), cursor: z.string().nullable() }).openapi("PageResponse");
 export const CountsResponse = z.object({ queue: z.string(), counts: z.record(JobStateSchema, z.number().int()) }).openapi("CountsResponse");

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { NotFoundError, alreadyNormalized } from "@switchyard/core";
+import { NotFoundError, alreadyNormalized, completeAndReserve } from "@switchyard/core";
 import { allowsQueue } from "../auth.js";
 import { errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
@@ -105,11 +105,17 @@ export const nativeDoor: Door = {
         summary: "Complete an active job; with `worker`, only the lease holder may",
         middleware: complete.middleware,
         request: { params: S.JobParams, body: complete.body },
-        responses: { 200: json("The completed job", S.JobResponse), ...errors(...BACKEND_ERRORS, 409, 413) },
+        responses: {
+          200: json("The completed job, and the worker's next jobs when asked for", S.CompleteResponse),
+          ...errors(...BACKEND_ERRORS, 409, 413),
+        },
       }),
       async (c) => {
         const { queue, id } = c.req.valid("param");
-        return c.json({ job: await on(queue).complete(queue, id, c.req.valid("json")) }, 200);
+        const { next, ...options } = c.req.valid("json");
+        if (next === undefined) return c.json({ job: await on(queue).complete(queue, id, options) }, 200);
+        const done = await completeAndReserve(on(queue), queue, id, options, { ...next, worker: options.worker as string });
+        return c.json({ job: done.completed, next: done.next }, 200);
       },
     );
 

@@ -1,3 +1,4 @@
+import { completeAndReserve } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { type ConformanceOptions, eventually, expectNativeState, reserveOne, titled, useBackend } from "../context.js";
 
@@ -18,6 +19,29 @@ export function completeFailSuite(options: ConformanceOptions): void {
       await expectNativeState(ctx, queue, job.id, "completed");
       expect(await ctx.backend.reserve(queue, { worker: "w" })).toEqual([]);
       if (ctx.capabilities.keepsCompleted) expect((await ctx.backend.counts(queue)).completed).toBe(1);
+    });
+
+    it("completeAndReserve() completes the job and leases the worker's next one in the same call; nothing due, no next", async () => {
+      const queue = ctx.queue();
+      const first = (await ctx.backend.enqueue(queue, { name: "first" })).job;
+      const second = (await ctx.backend.enqueue(queue, { name: "second" })).job;
+      await reserveOne(ctx, queue, "w");
+      const { completed, next } = await completeAndReserve(ctx.backend, queue, first.id, { worker: "w", result: 7 }, { worker: "w2" });
+      expect(completed).toMatchObject({ id: first.id, state: "completed", lease: null });
+      if (ctx.capabilities.results) expect(completed.result).toBe(7);
+      await expectNativeState(ctx, queue, first.id, "completed");
+      expect(next.map((job) => [job.id, job.state, job.attempts])).toEqual([[second.id, "active", 1]]);
+      if (ctx.capabilities.leases) {
+        // The next job is w2's: another worker cannot complete it, w2 can, and then nothing is left.
+        expect(next[0]?.lease?.worker).toBe("w2");
+        await expect(ctx.backend.complete(queue, second.id, { worker: "w" })).rejects.toMatchObject({ code: "LEASE_LOST" });
+      }
+      const last = await completeAndReserve(ctx.backend, queue, second.id, { worker: "w2" }, { worker: "w2", count: 5 });
+      expect(last.completed).toMatchObject({ id: second.id, state: "completed" });
+      expect(last.next).toEqual([]);
+      await expect(completeAndReserve(ctx.backend, queue, "404404404", { worker: "w2" }, { worker: "w2" })).rejects.toMatchObject({
+        code: "NOT_FOUND",
+      });
     });
 
     it("complete() of a job that is not active is an InvalidStateError; of an unknown job a NotFoundError", async () => {

@@ -5,9 +5,9 @@
 --       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce),
 --       dependsOnJson ('' = none: a JSON array of job ids of this queue)
 -- Returns per job {'created', id, …} | {'skipped', existingId, …} | {'duplicate', id, …}, each followed by
--- the job as it now is (its flat hash, its `scheduled` score or false, its deps members), so the caller
--- needs no second round trip to read it back; or {{'missing', depId}} (and writes nothing) when a
--- dependency neither exists nor is an earlier job of the batch.
+-- the job as it now is (readJob in lib/core.lua: flat hash, `scheduled` score of a delayed job or false,
+-- deps members), so the caller needs no second round trip to read it back; or {{'missing', depId}}
+-- (and writes nothing) when a dependency neither exists nor is an earlier job of the batch.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local dedupKey = KEYS[7]
 
@@ -52,8 +52,8 @@ for offset = 0, #ARGV - 1, PER_JOB do
 end
 
 local function snapshot(status, jobId)
-  return {status, jobId, redis.call('HGETALL', prefix .. 'job:' .. jobId), redis.call('ZSCORE', KEYS[3], jobId),
-    redis.call('SMEMBERS', prefix .. 'deps:' .. jobId)}
+  local stored = readJob(prefix, KEYS[3], jobId)
+  return {status, jobId, stored[1], stored[2], stored[3]}
 end
 
 local results = {}

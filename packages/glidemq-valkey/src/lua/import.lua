@@ -1,46 +1,59 @@
--- Writes one migrated job as it was (ids, timestamps, attempts kept) unless the id exists.
--- KEYS: job, id, stream, scheduled, completed, failed, dedup
--- ARGV: jobId, route (stream|priority|lifo|scheduled|completed|failed|blocked), score, name, flatFieldsJson,
---       dependsOnJson (route blocked: the ids it waits for), dedupId ('' = none), createdAt
+-- Writes a page of migrated jobs as they were (ids, timestamps, attempts kept), in order, each unless
+-- its id exists; then reads each back, so the caller checks the page without a second round trip.
+-- KEYS: id, stream, scheduled, completed, failed, dedup
+-- ARGV: 8 per job: jobId, route (stream|priority|lifo|scheduled|completed|failed|blocked), score, name,
+--       flatFieldsJson, dependsOnJson (route blocked: the ids it waits for), dedupId ('' = none), createdAt
 -- A unique key becomes the job's dedup record "<id>:<createdAt>", unless a live job already holds it.
--- Returns 1 when written, 0 when the id already existed.
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local fields = cjson.decode(ARGV[5])
-local flat = {}
-for i = 1, #fields do flat[#flat + 1] = fields[i] end
-redis.call('HSET', KEYS[1], unpack(flat))
-local jobId = ARGV[1]
-local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #('job:' .. jobId))
-if string.match(jobId, '^%d+$') and tonumber(jobId) > (tonumber(redis.call('GET', KEYS[2])) or 0) then
-  redis.call('SET', KEYS[2], jobId)
-end
-local route = ARGV[2]
-if route == 'stream' then
-  redis.call('XADD', KEYS[3], '*', 'jobId', jobId, 'name', ARGV[4])
-elseif route == 'priority' then
-  redis.call('LPUSH', prefix .. 'priority', jobId)
-elseif route == 'lifo' then
-  redis.call('RPUSH', prefix .. 'lifo', jobId)
-elseif route == 'scheduled' then
-  redis.call('ZADD', KEYS[4], ARGV[3], jobId)
-elseif route == 'completed' then
-  redis.call('ZADD', KEYS[5], ARGV[3], jobId)
-elseif route == 'failed' then
-  redis.call('ZADD', KEYS[6], ARGV[3], jobId)
-elseif route == 'blocked' then
-  if registerDependencies(prefix, jobId, cjson.decode(ARGV[6])) then
-    redis.call('HSET', KEYS[1], 'state', 'waiting')
-    redis.call('XADD', KEYS[3], '*', 'jobId', jobId, 'name', ARGV[4])
-  else
-    redis.call('ZADD', prefix .. 'sy:blocked', ARGV[3], jobId)
+-- Returns per job {written (1, or 0 when the id already existed), then the job as now stored, as
+-- readJob (lib/core.lua) reads it: flat hash, `scheduled` score of a delayed job or false, deps members}.
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
+local highestId = tonumber(redis.call('GET', KEYS[1])) or 0
+
+local function importJob(jobKey, jobId, route, score, name, fieldsJson, dependsOnJson, dedupId, createdAt)
+  if redis.call('EXISTS', jobKey) == 1 then return 0 end
+  redis.call('HSET', jobKey, unpack(cjson.decode(fieldsJson)))
+  if string.match(jobId, '^%d+$') and tonumber(jobId) > highestId then
+    highestId = tonumber(jobId)
+    redis.call('SET', KEYS[1], jobId)
   end
-end
-if ARGV[7] ~= '' then
-  local held = redis.call('HGET', KEYS[7], ARGV[7])
-  local holder = held and string.sub(held, 1, (string.find(held, ':', 1, true) or 0) - 1)
-  local state = holder and redis.call('HGET', prefix .. 'job:' .. holder, 'state')
-  if not state or state == 'completed' or state == 'failed' then
-    redis.call('HSET', KEYS[7], ARGV[7], jobId .. ':' .. ARGV[8])
+  if route == 'stream' then
+    redis.call('XADD', KEYS[2], '*', 'jobId', jobId, 'name', name)
+  elseif route == 'priority' then
+    redis.call('LPUSH', prefix .. 'priority', jobId)
+  elseif route == 'lifo' then
+    redis.call('RPUSH', prefix .. 'lifo', jobId)
+  elseif route == 'scheduled' then
+    redis.call('ZADD', KEYS[3], score, jobId)
+  elseif route == 'completed' then
+    redis.call('ZADD', KEYS[4], score, jobId)
+  elseif route == 'failed' then
+    redis.call('ZADD', KEYS[5], score, jobId)
+  elseif route == 'blocked' then
+    if registerDependencies(prefix, jobId, cjson.decode(dependsOnJson)) then
+      redis.call('HSET', jobKey, 'state', 'waiting')
+      redis.call('XADD', KEYS[2], '*', 'jobId', jobId, 'name', name)
+    else
+      redis.call('ZADD', prefix .. 'sy:blocked', score, jobId)
+    end
   end
+  if dedupId ~= '' then
+    local held = redis.call('HGET', KEYS[6], dedupId)
+    local holder = held and string.sub(held, 1, (string.find(held, ':', 1, true) or 0) - 1)
+    local state = holder and redis.call('HGET', prefix .. 'job:' .. holder, 'state')
+    if not state or state == 'completed' or state == 'failed' then
+      redis.call('HSET', KEYS[6], dedupId, jobId .. ':' .. createdAt)
+    end
+  end
+  return 1
 end
-return 1
+
+local results = {}
+for offset = 0, #ARGV - 1, 8 do
+  local jobId = ARGV[offset + 1]
+  local jobKey = prefix .. 'job:' .. jobId
+  local written = importJob(jobKey, jobId, ARGV[offset + 2], ARGV[offset + 3], ARGV[offset + 4], ARGV[offset + 5],
+    ARGV[offset + 6], ARGV[offset + 7], ARGV[offset + 8])
+  local stored = readJob(prefix, KEYS[3], jobId)
+  results[#results + 1] = {written, stored[1], stored[2], stored[3]}
+end
+return results

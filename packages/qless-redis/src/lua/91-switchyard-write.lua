@@ -215,8 +215,19 @@ end
 -- has that jid. The record is JSON built by the adapter; strings such as data stay byte for byte.
 -- Its unique key is registered as enqueue registers it (whatever the job's state, since enqueue's
 -- key outlives the job's run), unless an existing job of the queue already holds the key: that
--- job keeps it, as enqueue would have answered with it.
-local function import_record(now, queue, r)
+-- job keeps it, as enqueue would have answered with it. With `work` (a page's import), a waiting
+-- job's place in the work set is appended to it as score, jid, for one ZADD per page (add_work).
+-- A waiting imported job's place in the work set: at once, or (a page's import) appended to `work`.
+local function join_work(queue, r, work)
+  if work then
+    work[#work + 1] = r.priority - (r.created / 10000000000)
+    work[#work + 1] = r.jid
+  else
+    work_add(queue, r.created, r.priority, r.jid)
+  end
+end
+
+local function import_record(now, queue, r, work)
   if job_exists(r.jid) then
     if in_queue(r.jid, queue) then
       return 0
@@ -224,31 +235,27 @@ local function import_record(now, queue, r)
     detach_job(r.jid)
   end
   local key = job_key(r.jid)
-  redis.call('hmset', key,
-    'jid', r.jid,
-    'klass', r.klass,
-    'data', r.data,
-    'priority', r.priority,
-    'tags', cjson.encode(r.tags),
-    'state', r.state,
-    'worker', r.worker or '',
-    'expires', r.expires or 0,
-    'queue', queue,
-    'retries', r.retries,
-    'remaining', r.remaining,
-    'time', string.format('%.20f', r.time))
-  for _, entry in ipairs(r.history) do
-    redis.call('rpush', job_key(r.jid, '-history'), entry)
+  -- One HMSET for the whole record: the optional fields follow in the order separate HSETs gave them.
+  local fields = { 'jid', r.jid, 'klass', r.klass, 'data', r.data, 'priority', r.priority, 'tags', cjson.encode(r.tags),
+    'state', r.state, 'worker', r.worker or '', 'expires', r.expires or 0, 'queue', queue, 'retries', r.retries,
+    'remaining', r.remaining, 'time', string.format('%.20f', r.time) }
+  if r.failure ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'failure', r.failure
+  end
+  if r.progress ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = SY_PROGRESS, r.progress
+  end
+  if r.meta ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = SY_META, r.meta
+  end
+  if r.result ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = SY_RESULT, r.result
+  end
+  redis.call('hmset', key, unpack(fields))
+  if #r.history > 0 then
+    redis.call('rpush', job_key(r.jid, '-history'), unpack(r.history))
   end
   tag_index(r.jid, r.tags, now)
-  if r.failure ~= '' then
-    redis.call('hset', key, 'failure', r.failure)
-  end
-  for field, value in pairs({ [SY_META] = r.meta, [SY_RESULT] = r.result, [SY_PROGRESS] = r.progress }) do
-    if value ~= '' then
-      redis.call('hset', key, field, value)
-    end
-  end
 
   if r.state == 'scheduled' then
     set_add(queue, 'scheduled', r.run_at, r.jid)
@@ -257,7 +264,7 @@ local function import_record(now, queue, r)
       set_add(queue, 'depends', now, r.jid)
     else
       redis.call('hset', key, 'state', 'waiting')
-      work_add(queue, r.created, r.priority, r.jid)
+      join_work(queue, r, work)
     end
   elseif r.state == 'failed' then
     local failure = cjson.decode(r.failure)
@@ -277,12 +284,20 @@ local function import_record(now, queue, r)
     end
     redis.call('zadd', 'ql:completed', r.finished, r.jid)
   else
-    work_add(queue, r.created, r.priority, r.jid)
+    join_work(queue, r, work)
   end
   if r.unique ~= '' and not unique_holder(queue, r.unique) then
     redis.call('hset', unique_hash(queue), r.unique, r.jid)
   end
   return 1
+end
+
+-- Adds a page's waiting jobs to the queue's work set (score, jid pairs), in ZADDs of at most
+-- 1,000 members: Lua's unpack is capped near 8,000 values.
+local function add_work(queue, work)
+  for first = 1, #work, 2000 do
+    redis.call('zadd', queue_key(queue, 'work'), unpack(work, first, math.min(#work, first + 1999)))
+  end
 end
 
 API['switchyard.import'] = function(now, queue, record_json)
@@ -293,18 +308,37 @@ API['switchyard.import'] = function(now, queue, record_json)
   return written
 end
 
--- A page of records in one call, in order; returns 1 (written) or 0 (the queue had the jid) for each.
--- The queue is registered once for the page, not once per job.
+-- What a migration checks of a job the queue holds, read from its stored record (heldJob in
+-- job-mapping.ts maps it): {klass, data, priority, state, time, history entries, scheduled score},
+-- or false when the queue holds no such job.
+local function held_record(queue, jid)
+  local f = redis.call('hmget', job_key(jid), 'klass', 'data', 'priority', 'state', 'queue', 'time')
+  if not f[1] or (f[5] ~= queue and not in_queue(jid, queue)) then
+    return false
+  end
+  local scheduled = redis.call('zscore', queue_key(f[5] ~= '' and f[5] or '-', 'scheduled'), jid)
+  return { f[1], f[2], f[3], f[4], f[6], redis.call('lrange', job_key(jid, '-history'), 0, -1), scheduled }
+end
+
+-- A page of records in one call, in order. Answers {written, held} for each: written 1, or 0 when
+-- the queue had the jid; held is what the queue then holds under it (held_record), read once the
+-- whole page is written, so the caller checks the page without reading it back. The waiting jobs
+-- join the work set in one ZADD and the queue is registered once, for the page.
 API['switchyard.import-many'] = function(now, queue, records_json)
-  local written, any = {}, false
-  for i, r in ipairs(cjson.decode(records_json)) do
-    written[i] = import_record(now, queue, r)
+  local records, written, work, any = cjson.decode(records_json), {}, {}, false
+  for i, r in ipairs(records) do
+    written[i] = import_record(now, queue, r, work)
     any = any or written[i] == 1
   end
+  add_work(queue, work)
   if any then
     register_queue(queue, now)
   end
-  return written
+  local answers = {}
+  for i, r in ipairs(records) do
+    answers[i] = { written[i], held_record(queue, r.jid) }
+  end
+  return answers
 end
 
 -- Deletes jobs of the queue outright (a migration's move mode), unless a worker holds them.

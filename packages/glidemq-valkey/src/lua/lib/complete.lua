@@ -8,7 +8,18 @@ local function completeJob(prefix, jobId, entryId, returnvalue, now, group, leas
   local jobKey = prefix .. 'job:' .. jobId
   local streamKey = prefix .. 'stream'
   local completedKey = prefix .. 'completed'
-  local h = redis.call('HMGET', jobKey, 'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts', 'parentId')
+  local fields = {'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts', 'parentId'}
+  local h, whole = nil, nil
+  if wantSnapshot then
+    -- One HGETALL serves the checks and the snapshot, patched below with what completion writes.
+    whole = redis.call('HGETALL', jobKey)
+    local values = {}
+    for i = 1, #whole, 2 do values[whole[i]] = whole[i + 1] end
+    h = {}
+    for i, field in ipairs(fields) do h[i] = values[field] or false end
+  else
+    h = redis.call('HMGET', jobKey, unpack(fields))
+  end
   if not h[1] then return {'NOT_FOUND'} end
   if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
   if leaseWorker ~= '' and (h[2] ~= leaseWorker or h[3] ~= h[4]) then return {'LEASE_LOST'} end
@@ -27,7 +38,24 @@ local function completeJob(prefix, jobId, entryId, returnvalue, now, group, leas
   if entryId == '' then decrListActive(prefix .. 'list-active') end
   notifyParent(prefix, jobKey, jobId, h[7])
   local snapshot = {}
-  if wantSnapshot then snapshot = redis.call('HGETALL', jobKey) end
+  if wantSnapshot then
+    local written = {state = 'completed', returnvalue = returnvalue, finishedOn = nowStr}
+    local cleared = h[2] and {syWorker = true, syLeaseUntil = true, syLeaseStart = true, syEntryId = true} or {}
+    for i = 1, #whole, 2 do
+      local field = whole[i]
+      if not cleared[field] then
+        snapshot[#snapshot + 1] = field
+        snapshot[#snapshot + 1] = written[field] or whole[i + 1]
+        written[field] = nil
+      end
+    end
+    for _, field in ipairs({'state', 'returnvalue', 'finishedOn'}) do
+      if written[field] then
+        snapshot[#snapshot + 1] = field
+        snapshot[#snapshot + 1] = written[field]
+      end
+    end
+  end
   if h[6] and string.find(h[6], 'removeOnComplete', 1, true) then
     applyRetention(completedKey, prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
   end

@@ -151,3 +151,19 @@ local function isExpired(jobKey, now)
   local expireAt = tonumber(redis.call('HGET', jobKey, 'expireAt'))
   return expireAt ~= nil and expireAt > 0 and now > expireAt
 end
+
+-- A job as Switchyard reads it back (toJob in mapping.ts): its flat hash, its `scheduled` score
+-- (read only for a delayed job, the one state whose due time comes from it; false otherwise) and
+-- its deps members; an empty hash when there is no job (or the key is not a hash).
+local function readJob(prefix, scheduledKey, jobId)
+  local hash = redis.pcall('HGETALL', prefix .. 'job:' .. jobId)
+  if hash.err or #hash == 0 then return {{}, false, {}} end
+  local score = false
+  for i = 1, #hash, 2 do
+    if hash[i] == 'state' then
+      if hash[i + 1] == 'delayed' then score = redis.call('ZSCORE', scheduledKey, jobId) end
+      break
+    end
+  end
+  return {hash, score, redis.call('SMEMBERS', prefix .. 'deps:' .. jobId)}
+end

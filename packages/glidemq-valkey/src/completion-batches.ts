@@ -1,0 +1,104 @@
+import { type CompleteOptions, type CompletedAndNext, DEFAULT_LEASE_MS, type Job, type ReserveOptions } from "@switchyard/core";
+import { flatToRecord } from "./codec.js";
+import { throwRefusal, toActivated } from "./consumer.js";
+import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
+import { toJob } from "./mapping.js";
+import { type RedisClient, runScript } from "./scripts.js";
+
+/** A completion waiting for its queue's next call, with how to answer its caller. */
+interface Pending {
+  id: string;
+  options: CompleteOptions;
+  next: ReserveOptions | undefined;
+  resolve: (done: { completed: Job; ended: Record<string, string>; next: Job[] }) => void;
+  reject: (error: unknown) => void;
+}
+
+/** More completions than this in one script call would hold Redis for too long at a time. */
+const MAX_PER_CALL = 100;
+
+/**
+ * Group commit for completions: while one script call for a queue is in flight, the completions that
+ * arrive for that queue wait and then go together in the next one (complete-reserve-many.lua), each
+ * with its own lease check and, for completeAndReserve, its own reserve. A lone completion goes at
+ * once, so nothing waits on a timer; under load a call carries many, and Redis runs the library, the
+ * queue's checks and one round trip once per call instead of once per job (as glide-mq's Worker
+ * batches its own completions).
+ */
+export function completionBatches(
+  ready: () => Promise<RedisClient>,
+  keysOf: (queue: string) => QueueKeys,
+  consumerName: (worker: string) => string,
+) {
+  const queues = new Map<string, { pending: Pending[]; running: boolean }>();
+
+  async function drain(queue: string, batch: { pending: Pending[]; running: boolean }): Promise<void> {
+    try {
+      while (batch.pending.length > 0) {
+        const calls = batch.pending.splice(0, MAX_PER_CALL);
+        try {
+          await run(queue, calls);
+        } catch (error) {
+          for (const call of calls) call.reject(error);
+        }
+      }
+    } finally {
+      batch.running = false;
+      queues.delete(queue);
+    }
+  }
+
+  async function run(queue: string, calls: Pending[]): Promise<void> {
+    const redis = await ready();
+    const k = keysOf(queue);
+    const now = Date.now();
+    const args: Array<string | number> = [now, CONSUMER_GROUP];
+    for (const { id, options, next } of calls) {
+      args.push(id, JSON.stringify(options.result ?? null), options.worker ?? "");
+      args.push(next ? consumerName(next.worker) : "", next?.worker ?? "", next ? (next.count ?? 1) : 0);
+      args.push(next ? now + (next.leaseMs ?? DEFAULT_LEASE_MS) : "");
+    }
+    const replies = (await runScript(redis, "complete-reserve-many", [k.stream, k.meta], args)) as unknown[][];
+    calls.forEach((call, i) => {
+      const reply = replies[i] as [string, unknown, string[], unknown[]];
+      try {
+        throwRefusal(reply, queue, call.id);
+      } catch (refusal) {
+        call.reject(refusal);
+        return;
+      }
+      const [, finished, deps, reserved] = reply;
+      const ended = flatToRecord(finished);
+      call.resolve({
+        completed: toJob(queue, ended, null, deps),
+        ended,
+        next: reserved.map((raw) => toJob(queue, toActivated(raw).hash, null)),
+      });
+    });
+  }
+
+  /**
+   * Completes job `id` (for `options.worker` when given) and, with `next`, reserves that worker's next
+   * jobs; `ended` is the finished hash, for what a glide-mq worker does after a job ends.
+   */
+  return function completeInBatch(
+    queue: string,
+    id: string,
+    options: CompleteOptions,
+    next?: ReserveOptions,
+  ): Promise<CompletedAndNext & { ended: Record<string, string> }> {
+    return new Promise((resolve, reject) => {
+      let batch = queues.get(queue);
+      if (!batch) {
+        batch = { pending: [], running: false };
+        queues.set(queue, batch);
+      }
+      batch.pending.push({ id, options, next, resolve, reject });
+      if (batch.running) return;
+      // Started after the current task, so that completions issued together go together.
+      batch.running = true;
+      const started = batch;
+      queueMicrotask(() => void drain(queue, started));
+    });
+  };
+}

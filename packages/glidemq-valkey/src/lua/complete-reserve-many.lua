@@ -1,0 +1,36 @@
+-- Completes several active jobs of one queue, each for the worker that holds it, and reserves each
+-- worker's next jobs under a lease, in one call: the Backend's complete and completeAndReserve when
+-- calls for one queue arrive together. Each job ends exactly as complete.lua leaves it; the next jobs
+-- are taken as reserve.lua takes them (lib/reserve.lua), for all the workers at once, and dealt out
+-- in the order of the calls. Stream entries are read under the first asking worker's consumer name.
+-- KEYS: stream, meta (every other key is the queue's, under the same hash tag)
+-- ARGV: now, group, then per call: jobId, returnvalue, leaseWorker ('' = no lease check), consumer,
+--       reserveWorker, reserveCount (0 = reserve nothing), reserveLeaseUntil
+-- Returns one reply per call: {'OK', finishedHash, dependencyMembers, {{jobId, entryId, flatHash}, ...}}
+-- or complete.lua's refusal ({'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}).
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
+local now = tonumber(ARGV[1])
+local group = ARGV[2]
+local replies, claims, claimants = {}, {}, {}
+for offset = 3, #ARGV, 7 do
+  local jobId = ARGV[offset]
+  local done = completeJob(prefix, jobId, '-', ARGV[offset + 1], now, group, ARGV[offset + 2], true)
+  if done[1] ~= 'OK' then
+    replies[#replies + 1] = done
+  else
+    local deps = redis.call('SMEMBERS', prefix .. 'deps:' .. jobId)
+    replies[#replies + 1] = {'OK', done[2], deps, {}}
+    local count = tonumber(ARGV[offset + 5]) or 0
+    if count > 0 then
+      claims[#claims + 1] = {worker = ARGV[offset + 4], leaseUntil = ARGV[offset + 6], count = count}
+      claimants[#claimants + 1] = {reply = #replies, consumer = ARGV[offset + 3]}
+    end
+  end
+end
+-- The next jobs, for every worker that asked, in one reserve: the queue's checks and the stream read
+-- happen once per call, not once per job.
+if #claims > 0 then
+  local dealt = reserveForEach(prefix, now, group, claimants[1].consumer, claims, true, true)
+  for i, claimant in ipairs(claimants) do replies[claimant.reply][4] = dealt[i] end
+end
+return replies
