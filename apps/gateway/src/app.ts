@@ -11,6 +11,7 @@ import type { Door } from "./doors/door.js";
 import { glidemqDoor } from "./doors/glidemq.js";
 import { HealthResponse } from "./doors/native-schemas.js";
 import { nativeDoor } from "./doors/native.js";
+import { QlessSettings } from "./doors/qless-settings.js";
 import { qlessDoor } from "./doors/qless.js";
 import { workerQueueDoor } from "./doors/workerqueue.js";
 import { type GatewayEnv, installErrorHandling } from "./errors.js";
@@ -50,6 +51,8 @@ export interface Gateway {
   auth: TokenAuth;
   /** The Worker Queue door's UDP port, when `doors.workerqueue.udp` turns it on. */
   wakeListener: WakeListener | null;
+  /** qless's settings for queues on stores that are not qless-redis. */
+  qlessSettings: QlessSettings;
   /** Closes every backend; safe to call twice. */
   close(): Promise<void>;
 }
@@ -178,7 +181,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     return c.json({ status: ok ? ("ok" as const) : ("unavailable" as const), backends: Object.fromEntries(entries) }, ok ? 200 : 503);
   });
 
-  const context = { router, backends, wakeups, events, config, env, adapters, migrations };
+  const qlessSettings = new QlessSettings();
+  const context = { router, backends, wakeups, events, config, env, adapters, migrations, qlessSettings };
   mountDashboard(app, context);
   for (const door of DOORS) door.mount(app, context);
 
@@ -203,6 +207,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     wakeups,
     events,
     auth,
+    qlessSettings,
     wakeListener,
     close: () => {
       closing ??= Promise.all([wakeListener?.close(), events.close(), migrations.close()])

@@ -97,6 +97,54 @@ describe("qless door: translated commands answer as qless's own script", () => {
     expect(seen).toEqual({ again: { reply: "<job>" }, job: ["New", '{"v":2}', 3, "waiting", ""], refused: true });
   });
 
+  it("config.set <queue>-heartbeat sets the lock a pop gives and a heartbeat renews; config.unset goes back to heartbeat's 60 s", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      const key = `${r.queue}-heartbeat`;
+      const set = await r.qless("config.set", [key, 120]);
+      const got = await r.qless("config.get", [key]);
+      await put(r, "job", "K", {});
+      const before = Date.now() / 1000;
+      const popped = (await r.qless("pop", [r.queue, "w", 1])).body.reply[0];
+      const unset = await r.qless("config.unset", [key]);
+      const gone = await r.qless("config.get", [key]);
+      const renewed = (await r.qless("heartbeat", [r.jid("job"), "w", "{}"])).body.reply;
+      const noValue = await r.qless("config.set", [key]);
+      return {
+        set: set.body,
+        got: got.body,
+        lock: Math.round(popped.expires - before),
+        unset: unset.body,
+        gone: gone.body,
+        // qless answers the new expiry in whole seconds (a Lua number Redis truncates).
+        renewedFor60s: Math.abs(renewed - before - 60) <= 1,
+        noValue: [noValue.status, noValue.body.error.message],
+      };
+    });
+    expect(seen).toEqual({
+      set: { reply: null },
+      got: { reply: "120" },
+      lock: 120,
+      unset: { reply: null },
+      gone: { reply: null },
+      renewedFor60s: true,
+      noValue: [400, 'config.set(): Arg "value" missing'],
+    });
+  });
+
+  it("config.get without a key answers qless's defaults with the gateway's settings over them, for stores that are not qless", async () => {
+    const { qless, queue } = run("sql");
+    await qless("config.set", [`${queue}-max-concurrency`, 3]);
+    const all = (await qless("config.get", [])).body.reply;
+    expect(all).toMatchObject({
+      application: "qless",
+      heartbeat: 60,
+      "grace-period": 10,
+      "jobs-history": 604800,
+      [`${queue}-max-concurrency`]: "3",
+    });
+    expect((await qless("config.get", ["heartbeat"])).body.reply).toBe(60);
+  });
+
   it("priority answers the new priority and the job moves ahead; a missing job is qless's error", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "first", "First", {});

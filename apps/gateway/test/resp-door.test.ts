@@ -126,10 +126,43 @@ describe("the RESP door", () => {
     await expect(redis.evalsha(QLESS_SHA, 1, "ql:j:x", "get", now(), "x")).rejects.toThrow("No Keys should be provided");
     await expect(redis.evalsha(QLESS_SHA, 0, "complete", now(), "no-such-jid", "w", "mail", "{}")).rejects.toThrow(/no-such-jid/);
     await expect(redis.get("ql:j:x")).rejects.toThrow(/'get' is not served/);
-    await expect(redis.call("FCALL", "glidemq_addJob", 0)).rejects.toThrow(/'FCALL' is not served/);
+    // glide-mq's functions answer as on a Redis where its library is not loaded yet (resp-glidemq.test.ts loads it).
+    await expect(redis.call("FCALL", "glidemq_addJob", 0)).rejects.toThrow(/^ERR Function not found/);
     await expect(redis.script("LOAD", "return 1")).rejects.toThrow(/not qless-core's/);
     await expect(redis.eval("return redis.call('flushall')", 0)).rejects.toThrow(/not qless-core's/);
     expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("answers qless's settings, its words for a job no store holds, and store-wide commands from the gateway's one store", async () => {
+    const redis = client(server.respPort as number);
+    await redis.connect();
+    await redis.script("LOAD", QLESS);
+    // Settings: kept by the gateway for a store that is not qless-redis, read by the next pop.
+    expect(await redis.evalsha(QLESS_SHA, 0, "config.set", now(), "wide-heartbeat", 300)).toBeNull();
+    expect(await redis.evalsha(QLESS_SHA, 0, "config.get", now(), "wide-heartbeat")).toBe("300");
+    expect(await redis.evalsha(QLESS_SHA, 0, "config.get", now(), "grace-period")).toBe(10);
+    expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "config.get", now())) as string)).toMatchObject({ heartbeat: 60 });
+    await redis.evalsha(QLESS_SHA, 0, "put", now(), "producer", "wide", "wide-1", "K", "{}", 0);
+    const before = Date.now() / 1000;
+    const [popped] = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "pop", now(), "wide", "w", 1)) as string);
+    expect(Math.round(popped.expires - before)).toBe(300);
+    // A jid no store holds: qless's own message, nothing written.
+    await expect(redis.evalsha(QLESS_SHA, 0, "heartbeat", now(), "nowhere-1", "w", "{}")).rejects.toThrow(
+      "Heartbeat(): Job nowhere-1 does not exist",
+    );
+    await expect(redis.evalsha(QLESS_SHA, 0, "fail", now(), "nowhere-1", "w", "g", "m", "{}")).rejects.toThrow(
+      "Fail(): Job nowhere-1does not exist",
+    );
+    expect(rows("wide").map((row) => row.sy_job_id)).toEqual(["wide-1"]);
+    // Commands about the whole store: its queues, its completed jobs, its tags.
+    await redis.evalsha(QLESS_SHA, 0, "complete", now(), "wide-1", "w", "wide", "{}");
+    const queues = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "queues", now())) as string) as Array<{ name: string }>;
+    expect(queues.map((queue) => queue.name)).toContain("wide");
+    expect(await redis.evalsha(QLESS_SHA, 0, "jobs", now(), "complete")).toContain("wide-1");
+    await expect(redis.evalsha(QLESS_SHA, 0, "jobs", now(), "running")).rejects.toThrow('Jobs(): Arg "queue" missing');
+    await expect(redis.evalsha(QLESS_SHA, 0, "workers", now())).rejects.toThrow(
+      /needs a qless-redis backend; the gateway's only store is workerqueue-sql/,
+    );
   });
 
   it("speaks RESP3 after HELLO 3 and Redis's connection commands", async () => {

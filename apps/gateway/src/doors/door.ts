@@ -7,6 +7,7 @@ import type { JobEvents } from "../events.js";
 import type { MigrationRuns } from "../migrate/runs.js";
 import type { QueueRouter } from "../router.js";
 import type { Wakeups } from "../wakeups.js";
+import type { QlessSettings } from "./qless-settings.js";
 
 /** What every door is given: the router to the backends, and the configuration it answers under. */
 export interface DoorContext {
@@ -22,6 +23,8 @@ export interface DoorContext {
   adapters: readonly AdapterDescriptor[];
   /** The migrations and bridges this gateway runs. */
   migrations: MigrationRuns;
+  /** qless's settings for queues on stores that are not qless-redis (the qless door and the RESP door share them). */
+  qlessSettings: QlessSettings;
 }
 
 /**

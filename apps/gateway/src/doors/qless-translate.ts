@@ -11,14 +11,12 @@ import {
   hasJobEditing,
 } from "@switchyard/core";
 import { QLESS_STATE, asWorker } from "./qless-refusals.js";
+import type { QlessSettings } from "./qless-settings.js";
 
 /**
  * The qless core subset on a backend that is not qless-redis: each command becomes core operations
  * and its reply is shaped as the qless script shapes it, so a qless client cannot tell.
  */
-
-/** qless's `heartbeat` config default: how long a popped job stays with its worker. */
-export const QLESS_LEASE_MS = 60_000;
 
 /** qless `put` without `retries`: 5 retries, so 6 runs. */
 const DEFAULT_RETRIES = 5;
@@ -153,7 +151,7 @@ const forgotten = (job: Job) => job.state === "canceled";
 const jobList = (jobs: Job[]) => (jobs.length > 0 ? jobs.map(qlessJob) : {});
 
 /** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
-const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessArgs) => Promise<unknown>> = {
+const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessArgs, settings: QlessSettings) => Promise<unknown>> = {
   async put(backend, queue, args) {
     const input = putInput(args);
     const { job, created } = await backend.enqueue(queue, input);
@@ -161,12 +159,12 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, job.id, input);
     return job.id;
   },
-  async pop(backend, queue, args) {
+  async pop(backend, queue, args, settings) {
     const worker = required("pop", "Pop", args, 1, "worker");
     // qless has no default count: a pop or peek without one is its error, not one job.
     const count = numeric("pop", "Pop", args[2], "count");
     if (count < 1) return {};
-    return jobList(await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: QLESS_LEASE_MS }));
+    return jobList(await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: settings.lockMs(queue) }));
   },
   async peek(backend, queue, args) {
     const count = numeric("peek", "Peek", args[1], "count");
@@ -192,11 +190,11 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     );
     return jid;
   },
-  async heartbeat(backend, queue, args) {
+  async heartbeat(backend, queue, args, settings) {
     const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
     const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
     const job = await asWorker(backend, queue, "Heartbeat", jid, worker, () =>
-      backend.heartbeat(queue, jid, { worker, leaseMs: QLESS_LEASE_MS }),
+      backend.heartbeat(queue, jid, { worker, leaseMs: settings.lockMs(queue) }),
     );
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
     return job.lease ? seconds(job.lease.expiresAt) : 0;
@@ -271,9 +269,13 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const type = required("jobs", "Jobs", args, 0, "state");
     if (type === "complete") {
       const [offset, count] = page("jobs", "Jobs", args[1], args[2]);
-      const done = (await everyJob(backend, queue, "completed")).sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0));
+      // qless lists completed jobs of every queue; with no queue given, so does this (all of the store's).
+      const queues = queue === "" ? await backend.queues() : [queue];
+      const completed = (await Promise.all(queues.map((name) => everyJob(backend, name, "completed")))).flat();
+      const done = completed.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0));
       return done.slice(offset, offset + count).map((job) => job.id);
     }
+    if (queue === "") required("jobs", "Jobs", args, 1, "queue");
     const [offset, count] = page("jobs", "Jobs", args[2], args[3]);
     const now = Date.now();
     const listed: Record<string, () => Promise<Job[]>> = {
@@ -378,12 +380,19 @@ async function existing<T>(pending: Promise<T | null>, func: string, jid: string
 export const TRANSLATED_COMMANDS = Object.keys(TRANSLATED);
 
 function unsupported(what: string, queue: string, backend: Backend): UnsupportedError {
-  return new UnsupportedError(`qless command ${what} needs a qless-redis backend; queue ${queue} is on ${backend.kind}`);
+  const where = queue === "" ? `the gateway's only store is ${backend.kind}` : `queue ${queue} is on ${backend.kind}`;
+  return new UnsupportedError(`qless command ${what} needs a qless-redis backend; ${where}`);
 }
 
 /** Runs a qless command on a core backend, or answers UnsupportedError (501) naming the reason. */
-export async function runTranslated(backend: Backend, queue: string, command: string, args: QlessArgs): Promise<unknown> {
+export async function runTranslated(
+  backend: Backend,
+  queue: string,
+  command: string,
+  args: QlessArgs,
+  settings: QlessSettings,
+): Promise<unknown> {
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
   if (!handler) throw unsupported(command, queue, backend);
-  return handler(backend, queue, args);
+  return handler(backend, queue, args, settings);
 }

@@ -7,6 +7,7 @@ import type { QueueRouter } from "../router.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import { Json } from "./native-schemas.js";
+import { QLESS_CONFIG_COMMANDS } from "./qless-settings.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
 
 /**
@@ -179,15 +180,21 @@ export function isJsonReply(command: string, args: QlessArgs): boolean {
   return JSON_REPLIES.has(command) || (command === "config.get" && args.length === 0);
 }
 
+/** Commands that name no queue and no job when they ask about a whole store. */
+const STORE_WIDE_COMMANDS = new Set(["queues", "tag", "jobs", "workers", "failed"]);
+
+const isConfigCommand = (command: string) => (QLESS_CONFIG_COMMANDS as readonly string[]).includes(command);
+
 function asQless(backend: Backend): QlessCommands | undefined {
   return hasQlessCommands(backend) ? backend : undefined;
 }
 
-export type Target = { qless: QlessCommands } | { backend: Backend; queue: string };
+export type Target = { qless: QlessCommands } | { backend: Backend; queue: string } | { settings: true };
 
 /**
  * Picks where a command runs: the backend of the queue it names (all named queues must share
- * one), else the body's `queue`, else the only qless-redis backend of the config.
+ * one), else the body's `queue`, else the only qless-redis backend of the config. qless's settings
+ * (`config.*`) live in a qless store when they reach one, else with the gateway (qless-settings.ts).
  */
 export function resolveTarget(
   router: QueueRouter,
@@ -205,11 +212,16 @@ export function resolveTarget(
       throw new ValidationError(`qless ${command}: queues ${queue} and ${other} live on different backends; send one command per backend`);
     }
     const qless = asQless(target.backend);
-    return qless ? { qless } : { backend: target.backend, queue };
+    if (qless) return { qless };
+    return isConfigCommand(command) ? { settings: true } : { backend: target.backend, queue };
   }
   const qlessBackends = [...backends.values()].filter((entry) => asQless(entry.backend));
   const only = qlessBackends.length === 1 ? asQless(qlessBackends[0]!.backend) : undefined;
   if (only) return { qless: only };
+  if (qlessBackends.length === 0 && isConfigCommand(command)) return { settings: true };
+  // A command about every queue of a store, on a gateway of one store: that store, all its queues.
+  const [single] = backends.size === 1 ? backends.values() : [];
+  if (single && qlessBackends.length === 0 && STORE_WIDE_COMMANDS.has(command)) return { backend: single.backend, queue: "" };
   const configured =
     qlessBackends.length === 0
       ? "no qless-redis backend is configured"
@@ -226,7 +238,7 @@ export function resolveTarget(
  */
 export const qlessDoor: Door = {
   name: "qless",
-  mount(app, { router, backends }) {
+  mount(app, { router, backends, qlessSettings }) {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const request = body(QlessBody, true);
@@ -250,9 +262,11 @@ export const qlessDoor: Door = {
         for (const named of [...queuesNamed(command, args), ...(queue ? [queue] : [])]) requireAccess(c, "qless", access, named);
         const target = resolveTarget(router, backends, command, args, queue);
         const reply =
-          "qless" in target
-            ? shapeReply(command, args, await target.qless.qless(command, now ?? Date.now() / 1000, ...args))
-            : await runTranslated(target.backend, target.queue, command, args);
+          "settings" in target
+            ? qlessSettings.run(command, args)
+            : "qless" in target
+              ? shapeReply(command, args, await target.qless.qless(command, now ?? Date.now() / 1000, ...args))
+              : await runTranslated(target.backend, target.queue, command, args, qlessSettings);
         return c.json({ reply: reply as never }, 200);
       },
     );

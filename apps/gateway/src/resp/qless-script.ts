@@ -1,6 +1,7 @@
 import { QlessCommandError, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
+import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
 import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
 import type { QueueRouter } from "../router.js";
@@ -44,6 +45,7 @@ export interface QlessCallContext {
   router: QueueRouter;
   backends: Map<string, NamedBackend>;
   jids: JidQueues;
+  qlessSettings: QlessSettings;
   /** Throws AuthError when the connection's token may not run a command of this access on `queue`. */
   authorize(access: ReturnType<typeof accessOf>, queue?: string): void;
 }
@@ -94,6 +96,30 @@ export class JidQueues {
   }
 }
 
+/** What qless's script raises for a command about a job it does not hold (job.lua, api.lua, base.lua). */
+const MISSING_JOB: Record<string, (jid: string) => string> = {
+  complete: (jid) => `Complete(): Job ${jid} does not exist`,
+  // qless's own message has no space before "does".
+  fail: (jid) => `Fail(): Job ${jid}does not exist`,
+  retry: (jid) => `Retry(): Job ${jid} does not exist`,
+  heartbeat: (jid) => `Heartbeat(): Job ${jid} does not exist`,
+  priority: (jid) => `Priority(): Job ${jid} does not exist`,
+  timeout: (jid) => `Timeout(): Job ${jid} does not exist`,
+  log: (jid) => `Log(): Job ${jid} does not exist`,
+  requeue: (jid) => `Requeue(): Job ${jid} does not exist`,
+  tag: (jid) => `Tag(): Job ${jid} does not exist`,
+  track: () => "Track(): Job does not exist",
+};
+
+function missingJob(command: string, args: QlessArgs, jid: string): QlessCommandError | undefined {
+  // `tag get <tag>` and `track` without a jid name no job; the rest of `tag`/`track` do.
+  if ((command === "tag" && !["add", "remove"].includes(String(args[0]))) || (command === "track" && args.length < 2)) return undefined;
+  const message = Object.hasOwn(MISSING_JOB, command) ? MISSING_JOB[command]?.(jid) : undefined;
+  return message === undefined ? undefined : new QlessCommandError(command, message);
+}
+
+const hasQlessStore = (context: QlessCallContext) => [...context.backends.values()].some(({ backend }) => hasQlessCommands(backend));
+
 /** JSON text as Lua's cjson writes it: an empty list is `{}` (cjson cannot tell an empty table from an object). */
 const cjsonText = (value: unknown) => JSON.stringify(value, (_key, item) => (Array.isArray(item) && item.length === 0 ? {} : item));
 
@@ -131,11 +157,16 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     const jid = named.length === 0 && !oneQlessStore ? jidOf(command, args) : undefined;
     const jobQueue = jid === undefined ? undefined : await context.jids.queueOf(jid);
     if (jobQueue !== undefined) context.authorize(access, jobQueue);
+    // No store holds the jid, and no qless store would answer for it: qless's own words for a missing job.
+    const missing = jid !== undefined && jobQueue === undefined && !hasQlessStore(context) ? missingJob(command, args, jid) : undefined;
+    if (missing) throw missing;
     const target = resolveTarget(context.router, context.backends, command, args, jobQueue);
     const reply =
-      "qless" in target
-        ? ((await target.qless.qless(command, now ?? Date.now() / 1000, ...args)) as RespValue)
-        : asScriptReply(command, args, await runTranslated(target.backend, target.queue, command, args));
+      "settings" in target
+        ? asScriptReply(command, args, context.qlessSettings.run(command, args))
+        : "qless" in target
+          ? ((await target.qless.qless(command, now ?? Date.now() / 1000, ...args)) as RespValue)
+          : asScriptReply(command, args, await runTranslated(target.backend, target.queue, command, args, context.qlessSettings));
     if (command === "put" && typeof reply === "string" && named[0] !== undefined) context.jids.remember(reply, named[0]);
     if (["pop", "peek", "get", "multiget"].includes(command)) context.jids.rememberReply(reply);
     return reply;

@@ -1,19 +1,26 @@
 import { createHash } from "node:crypto";
 import { type AddressInfo, type Server, type Socket, createServer } from "node:net";
+import { isSwitchyardError } from "@switchyard/core";
 import type { Gateway } from "../app.js";
 import { type Access, AuthError, type Principal, checkAccess } from "../auth.js";
 import type { JobEvent } from "../events.js";
 import type { Logger } from "../request-log.js";
+import { GlideMqFunctions } from "./glidemq-functions.js";
+import { StoreConnections } from "./glidemq-passthrough.js";
+import type { GlideCallContext } from "./glidemq-shapes.js";
 import { OK, RequestReader, RespError, RespMap, RespPush, RespStatus, type RespValue, encode } from "./protocol.js";
 import { JidQueues, type QlessDialect, isQlessScript, qlessDialectOf, runQlessCall } from "./qless-script.js";
 
 /**
  * The RESP door: a Redis-protocol listener (RESP2, and RESP3 after `HELLO 3`) where unmodified qless
- * clients run qless-core's script onto any backend. It serves the connection commands clients send
- * (HELLO, AUTH with the gateway's tokens, SELECT, PING, CLIENT, INFO, QUIT, RESET), scripts (SCRIPT
- * LOAD/EXISTS/FLUSH, EVALSHA, EVAL) of which it runs qless's, and pub/sub (qless's `ql:log` events,
- * from the gateway's event stream). Anything else answers an error naming the command and why; no
- * command ever reaches a store as it was sent.
+ * clients run qless-core's script, and glide-mq's Queue and Worker their function library, onto any
+ * backend. It serves the connection commands clients send (HELLO, AUTH with the gateway's tokens,
+ * SELECT, PING, CLIENT, INFO, QUIT, RESET), scripts (SCRIPT LOAD/EXISTS/FLUSH, EVALSHA, EVAL) of which
+ * it runs qless's, glide-mq's functions (FUNCTION LOAD/LIST, FCALL) with the stream and hash commands
+ * glide-mq sends on its queues' keys (glidemq-functions.ts), and pub/sub (qless's `ql:log` events,
+ * from the gateway's event stream). Anything else answers an error naming the command and why. No
+ * command reaches a store as it was sent, but for glide-mq's on a glidemq-valkey store, which is
+ * glide-mq's own layout (glidemq-passthrough.ts).
  */
 
 export interface RespServerOptions {
@@ -50,12 +57,13 @@ export async function startRespServer(gateway: Gateway, options: RespServerOptio
   /** Scripts loaded by any client, by sha: only qless's are kept (the others are refused at load). */
   const scripts = new Map<string, QlessDialect>();
   const jids = new JidQueues(gateway.backends);
+  const glide = new GlideMqFunctions(gateway.router, gateway.wakeups, gateway.backends);
   let nextClientId = 1;
   const sockets = new Set<Socket>();
 
   const server: Server = createServer((socket) => {
     sockets.add(socket);
-    const connection = new RespConnection(socket, nextClientId++, gateway, scripts, jids, options.logger);
+    const connection = new RespConnection(socket, nextClientId++, gateway, scripts, jids, glide, options.logger);
     socket.on("close", () => {
       sockets.delete(socket);
       connection.closed();
@@ -87,8 +95,17 @@ class RespConnection {
   readonly #patterns = new Set<string>();
   #unsubscribeEvents: (() => void) | undefined;
   #queued = 0;
+  /** Requests queued that the door answers itself (not passed through): later ones wait for them. */
+  #ownPending = 0;
+  #corked = false;
+  /** The run of glidemq_addJob calls last queued, which later pipelined adds on its queue may join. */
+  #adds: { calls: string[][]; started: boolean } | null = null;
   #chain: Promise<void> = Promise.resolve();
   #gone = false;
+  /** Aborted when the client goes: ends a blocked XREADGROUP. */
+  readonly #closing = new AbortController();
+  /** This client's connections to glidemq-valkey stores, where its glide-mq commands pass through. */
+  readonly #stores = new StoreConnections();
 
   constructor(
     private readonly socket: Socket,
@@ -96,6 +113,7 @@ class RespConnection {
     private readonly gateway: Gateway,
     private readonly scripts: Map<string, QlessDialect>,
     private readonly jids: JidQueues,
+    private readonly glide: GlideMqFunctions,
     private readonly logger: Logger,
   ) {
     const reader = new RequestReader(
@@ -112,27 +130,91 @@ class RespConnection {
 
   closed(): void {
     this.#gone = true;
+    this.#closing.abort();
+    this.#stores.close();
     this.#unsubscribeEvents?.();
   }
 
-  /** Requests are answered one after another, in the order they came (pipelining keeps its order). */
+  /**
+   * Requests are answered one after another, in the order they came (pipelining keeps its order). A
+   * run of commands that pass through to a glidemq-valkey store is sent on at once, as it comes: the
+   * store connection keeps their order, and only the replies wait their turn.
+   */
   #enqueue(args: string[]): void {
     this.#queued++;
     if (this.#queued >= MAX_QUEUED) this.socket.pause();
+    const passed = this.#ownPending === 0 ? this.#passNow(args) : undefined;
+    passed?.catch(() => undefined); // awaited (and its failure logged) in turn below
+    if (!passed && this.#joinAdds(args)) return;
+    const adds = !passed && isAddJob(args) ? { calls: [args.slice(1)], started: false } : null;
+    this.#adds = adds;
+    if (!passed) this.#ownPending++;
     this.#chain = this.#chain.then(async () => {
+      if (adds) adds.started = true;
       if (!this.#gone) {
-        const reply = await this.#run(args).catch((error: Error) => {
+        const failed = (error: Error) => {
           this.logger.error({ err: error.message, command: args[0] }, "resp door: a command failed unexpectedly");
           return new RespError("ERR internal error; see the gateway's log");
-        });
-        if (reply !== undefined) this.#write(reply);
+        };
+        if (adds && adds.calls.length > 1) {
+          const replies = await this.#runAdds(adds.calls).catch((error: Error) => adds.calls.map(() => failed(error)));
+          for (const reply of replies) this.#write(reply);
+        } else {
+          const reply = await (passed ?? this.#run(args)).catch(failed);
+          if (reply !== undefined) this.#write(reply);
+        }
       }
-      if (--this.#queued < MAX_QUEUED / 10) this.socket.resume();
+      if (!passed) this.#ownPending--;
+      this.#queued -= adds?.calls.length ?? 1;
+      if (this.#queued < MAX_QUEUED / 10) this.socket.resume();
     });
   }
 
+  /** An add that joins the run of adds queued just before it, not started yet, on the same queue. */
+  #joinAdds(args: string[]): boolean {
+    const adds = this.#adds;
+    if (!adds || adds.started || adds.calls.length >= MAX_ADDS_AT_ONCE || !isAddJob(args) || adds.calls[0]?.[2] !== args[3]) return false;
+    adds.calls.push(args.slice(1));
+    return true;
+  }
+
+  /** A run of glide-mq adds: one bulk enqueue where it can (glidemq-functions.ts), each by itself where not. */
+  async #runAdds(calls: string[][]): Promise<RespValue[]> {
+    const one = async (rest: string[]) => (await this.#run(["FCALL", ...rest])) as RespValue;
+    const subscribed = this.#channels.size + this.#patterns.size > 0;
+    if (subscribed || (this.#authEnabled && !this.#principal)) {
+      const replies: RespValue[] = [];
+      for (const rest of calls) replies.push(await one(rest));
+      return replies;
+    }
+    const replies = await this.#glideCall("FCALL", () => this.glide.addJobs(calls, this.#glideContext(), one));
+    return Array.isArray(replies) ? replies : calls.map(() => replies as RespValue);
+  }
+
+  /** A passed-through command started now, when nothing the door answers itself is still ahead of it. */
+  #passNow(args: string[]): Promise<RespValue | undefined> | undefined {
+    const subscribed = this.#channels.size + this.#patterns.size > 0;
+    if (subscribed || (this.#authEnabled && !this.#principal)) return undefined;
+    const name = (args[0] as string).toUpperCase();
+    const passed = this.glide.passthroughOf(name, args.slice(1));
+    return passed && this.#glideCall(name, () => this.glide.pass(passed, this.#glideContext()));
+  }
+
+  /**
+   * Replies written in one turn of the event loop leave in one write: a pipelining client (valkey-glide
+   * sends a Batch at once) then reads them together rather than one segment each, which costs it far more.
+   */
   #write(reply: RespValue): void {
-    if (!this.socket.destroyed && this.socket.writable) this.socket.write(encode(reply, this.#protocol));
+    if (this.socket.destroyed || !this.socket.writable) return;
+    if (!this.#corked) {
+      this.#corked = true;
+      this.socket.cork();
+      setImmediate(() => {
+        this.#corked = false;
+        this.socket.uncork();
+      });
+    }
+    this.socket.write(encode(reply, this.#protocol));
   }
 
   get #authEnabled(): boolean {
@@ -186,7 +268,8 @@ class RespConnection {
       case "CLIENT":
         return this.#client(rest);
       case "INFO":
-        return `# Server\r\nredis_version:${REDIS_VERSION}\r\nredis_mode:standalone\r\nswitchyard_door:resp\r\n# Persistence\r\nloading:0\r\n`;
+        // valkey-glide reads `role:master` (INFO REPLICATION) before it sends anything to a standalone server.
+        return `# Server\r\nredis_version:${REDIS_VERSION}\r\nredis_mode:standalone\r\nswitchyard_door:resp\r\n# Persistence\r\nloading:0\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n`;
       case "COMMAND":
         return (rest[0] ?? "").toUpperCase() === "COUNT" ? 0 : [];
       case "QUIT":
@@ -211,15 +294,48 @@ class RespConnection {
       case "PUNSUBSCRIBE":
         return this.#unsubscribe(name === "PUNSUBSCRIBE", rest);
       case "FUNCTION":
+        return this.#glideCall(name, () => this.#function(rest));
       case "FCALL":
       case "FCALL_RO":
-        return new RespError(
-          `ERR '${args[0]}' is not served by Switchyard's RESP door yet: it runs qless's script; glide-mq's functions are to come`,
-        );
-      default:
-        return new RespError(
-          `ERR '${args[0]}' is not served by Switchyard's RESP door: it runs qless's script (EVALSHA/EVAL) onto the gateway's backends; jobs are not Redis keys here`,
-        );
+        return this.#glideCall(name, () => this.glide.fcall(rest, this.#glideContext()));
+      default: {
+        const reply = await this.#glideCall(name, () => this.glide.keyCommand(name, rest, this.#glideContext()));
+        // A null reply is an answer (a key glide-mq reads that holds nothing); undefined is "not served".
+        return reply !== undefined
+          ? reply
+          : new RespError(
+              `ERR '${args[0]}' is not served by Switchyard's RESP door: it runs qless's script (EVALSHA/EVAL) and glide-mq's functions (FCALL) onto the gateway's backends; jobs are not Redis keys here`,
+            );
+      }
+    }
+  }
+
+  async #function(rest: string[]): Promise<RespValue> {
+    const sub = (rest[0] ?? "").toUpperCase();
+    if (sub === "LOAD") return this.glide.load(rest.slice(1), this.#glideContext());
+    if (sub === "LIST") return this.glide.list();
+    return new RespError(
+      `ERR 'FUNCTION ${rest[0] ?? ""}' is not served by Switchyard's RESP door: it serves FUNCTION LOAD and LIST of glide-mq's library`,
+    );
+  }
+
+  #glideContext(): GlideCallContext {
+    return {
+      protocol: this.#protocol,
+      authorize: (access, queue) => this.#authorize("glidemq", access, queue),
+      signal: this.#closing.signal,
+      forward: (store, args) => this.#stores.forward(store, args, this.#protocol),
+    };
+  }
+
+  /** A glide-mq call or key read, its errors in Redis's words: what the token lacks, or the backend's reason. */
+  async #glideCall(command: string, run: () => Promise<RespValue | undefined>): Promise<RespValue | undefined> {
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof AuthError) return new RespError(`NOPERM ${error.message}`);
+      if (isSwitchyardError(error)) return new RespError(`ERR ${command}: ${error.code}: ${error.message}`);
+      throw error;
     }
   }
 
@@ -320,6 +436,7 @@ class RespConnection {
         router: this.gateway.router,
         backends: this.gateway.backends,
         jids: this.jids,
+        qlessSettings: this.gateway.qlessSettings,
         authorize: (access, queue) => this.#authorize("qless", access, queue),
       },
       dialect,
@@ -375,6 +492,11 @@ class RespConnection {
     this.#unsubscribeEvents = undefined;
   }
 }
+
+/** How many pipelined glide-mq adds one bulk enqueue takes at most. */
+const MAX_ADDS_AT_ONCE = 100;
+/** `FCALL glidemq_addJob 4 <keys...> ...`: an add glide-mq's Queue sends, which may be enqueued with its neighbours. */
+const isAddJob = (args: string[]) => args[0]?.toUpperCase() === "FCALL" && args[1] === "glidemq_addJob" && args[2] === "4";
 
 /** Commands a connection may send before AUTH when tokens are configured. */
 const OPEN_COMMANDS = new Set(["AUTH", "HELLO", "QUIT", "RESET"]);
