@@ -274,13 +274,7 @@ export interface GlideMqUsage {
 }
 
 /** A flow's budget (`budget:<flowId>`), as glide-mq's `Queue.getFlowBudget` reads it. */
-export interface GlideMqBudget {
-  maxTotalTokens?: number;
-  maxTokens?: Record<string, number>;
-  tokenWeights?: Record<string, number>;
-  maxTotalCost?: number;
-  maxCosts?: Record<string, number>;
-  costUnit?: string;
+export interface GlideMqBudget extends Omit<GlideMqBudgetLimits, "onExceeded"> {
   usedTokens: number;
   usedCost: number;
   exceeded: boolean;

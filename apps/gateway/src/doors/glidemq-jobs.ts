@@ -39,7 +39,7 @@ export function toEnqueueInput(body: z.infer<typeof AddJobBody>): EnqueueInput {
 }
 
 /** The state glide-mq's getState() would give: a glide-mq job's own, else core's in glide-mq's words. */
-const GLIDE_STATE_OF: Record<JobState, string> = {
+export const GLIDE_STATE_OF: Record<JobState, string> = {
   waiting: "waiting",
   delayed: "delayed",
   active: "active",

@@ -1,6 +1,7 @@
 import type { Job } from "@switchyard/core";
 import type { Access } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
+import { GLIDE_STATE_OF } from "../doors/glidemq-jobs.js";
 import { RespError, type RespValue } from "./protocol.js";
 
 /*
@@ -34,16 +35,6 @@ export interface GlideCallContext {
 let entrySequence = 0;
 export const entryIdFor = (job: Job) => `${job.startedAt ?? Date.now()}-${entrySequence++}`;
 
-const GLIDE_STATE: Record<Job["state"], string> = {
-  waiting: "waiting",
-  delayed: "delayed",
-  active: "active",
-  completed: "completed",
-  failed: "failed",
-  canceled: "failed",
-  blocked: "waiting-children",
-};
-
 function optsOf(job: Job): Record<string, unknown> {
   const opts = job.native.opts;
   return opts !== null && typeof opts === "object" && !Array.isArray(opts) ? (opts as Record<string, unknown>) : {};
@@ -66,7 +57,7 @@ export function glideHash(job: Job): Array<[string, string]> {
     ["delay", String(opts.delay ?? 0)],
     ["priority", String(opts.priority ?? 0)],
     ["maxAttempts", String(opts.attempts ?? 0)],
-    ["state", GLIDE_STATE[job.state]],
+    ["state", GLIDE_STATE_OF[job.state]],
   ];
   if (job.startedAt !== null) fields.push(["processedOn", String(job.startedAt)], ["lastActive", String(job.startedAt)]);
   if (job.error) fields.push(["failedReason", job.error.message]);
