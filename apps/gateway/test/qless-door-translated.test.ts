@@ -145,6 +145,18 @@ describe("qless door: translated commands answer as qless's own script", () => {
     expect((await qless("config.get", ["heartbeat"])).body.reply).toBe(60);
   });
 
+  it("cancel of a failed job removes it, as qless's cancel deletes it; an unknown jid is ignored", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {});
+      await r.qless("pop", [r.queue, "w", 1]);
+      await r.qless("fail", [r.jid("job"), "w", "group", "message", "{}"]);
+      const canceled = await r.qless("cancel", [r.jid("job"), r.jid("unknown")]);
+      const after = await r.qless("get", [r.jid("job")]);
+      return { canceled: canceled.body, after: after.body };
+    });
+    expect(seen).toEqual({ canceled: { reply: ["<job>", "<unknown>"] }, after: { reply: null } });
+  });
+
   it("priority answers the new priority and the job moves ahead; a missing job is qless's error", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "first", "First", {});

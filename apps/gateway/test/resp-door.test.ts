@@ -154,6 +154,11 @@ describe("the RESP door", () => {
       "Fail(): Job nowhere-1does not exist",
     );
     expect(rows("wide").map((row) => row.sy_job_id)).toEqual(["wide-1"]);
+    // cancel takes each jid where a store holds it and ignores the rest, answering the jids given.
+    await redis.evalsha(QLESS_SHA, 0, "put", now(), "producer", "wide-other", "wide-2", "K", "{}", 0);
+    expect(await redis.evalsha(QLESS_SHA, 0, "cancel", now(), "nowhere-2", "wide-2")).toEqual(["nowhere-2", "wide-2"]);
+    expect(rows("wide-other").map((row) => [row.sy_job_id, row.status])).toEqual([["wide-2", "error"]]);
+    expect(await redis.evalsha(QLESS_SHA, 0, "get", now(), "wide-2")).toBeNull();
     // Commands about the whole store: its queues, its completed jobs, its tags.
     await redis.evalsha(QLESS_SHA, 0, "complete", now(), "wide-1", "w", "wide", "{}");
     const queues = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "queues", now())) as string) as Array<{ name: string }>;

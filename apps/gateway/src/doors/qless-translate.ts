@@ -9,6 +9,7 @@ import {
   QlessCommandError,
   UnsupportedError,
   hasJobEditing,
+  hasJobRemoval,
 } from "@switchyard/core";
 import { QLESS_STATE, asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
@@ -211,8 +212,11 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
   async cancel(backend, queue, args) {
     const jids = args.map(String);
     for (const jid of jids) {
-      // qless cancels what exists and ignores unknown jids.
-      if (await backend.get(queue, jid)) await backend.cancel(queue, jid);
+      // qless cancels what exists and ignores unknown jids; a failed job, which core keeps, is removed
+      // where the store can remove jobs, as qless's cancel deletes it.
+      const job = await backend.get(queue, jid);
+      if (job?.state === "failed" && hasJobRemoval(backend)) await backend.remove(queue, [jid]);
+      else if (job) await backend.cancel(queue, jid);
     }
     return jids;
   },

@@ -139,6 +139,20 @@ function scriptError(error: unknown): RespError {
   return new RespError(`ERR ${(error as Error).message}`);
 }
 
+/**
+ * qless's `cancel jid...` off Redis: each jid on the store that holds it (found as for any jid), the
+ * ones no store holds ignored, as qless ignores them; the reply is the jids given.
+ */
+async function cancelEach(context: QlessCallContext, access: ReturnType<typeof accessOf>, jids: string[]): Promise<RespValue> {
+  for (const jid of jids) {
+    const queue = await context.jids.queueOf(jid);
+    if (queue === undefined) continue;
+    context.authorize(access, queue);
+    await runTranslated(context.router.resolve(queue).backend, queue, "cancel", [jid], context.qlessSettings);
+  }
+  return asScriptReply("cancel", jids, jids);
+}
+
 /** Runs one call of the script: `keys` must be empty, `argv` is `[command, now, ...args]`. */
 export async function runQlessCall(context: QlessCallContext, dialect: QlessDialect, keys: string[], argv: string[]): Promise<RespValue> {
   try {
@@ -152,6 +166,7 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     context.authorize(access);
     for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
     const named = queuesNamed(command, args);
+    if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String));
     // One qless-redis store needs no queue to run a jid's command; anything else is found by the jid's queue.
     const oneQlessStore = context.backends.size === 1 && [...context.backends.values()].every(({ backend }) => hasQlessCommands(backend));
     const jid = named.length === 0 && !oneQlessStore ? jidOf(command, args) : undefined;
