@@ -203,6 +203,10 @@ describe("the RESP door", () => {
     const deadline = Date.now() + 5_000;
     while (messages.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(messages.map((message) => JSON.parse(message))).toContainEqual({ jid: "logged-1", event: "put", queue: "mail-log" });
+    // A cancel is told in qless's own words and key order.
+    await redis.evalsha(QLESS_SHA, 0, "cancel", now(), "logged-1");
+    while (messages.length < 2 && Date.now() < deadline + 5_000) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(messages).toContain('{"jid":"logged-1","queue":"mail-log","event":"canceled","worker":""}');
   });
 
   it("takes the gateway's tokens through AUTH: none, a wrong one, a read token on a put, another queue", async () => {

@@ -50,7 +50,11 @@ function qlessLogMessage(event: JobEvent): string | null {
     canceled: "canceled",
   };
   const name = names[event.type];
-  return name && event.jobId ? JSON.stringify({ jid: event.jobId, event: name, queue: event.queue }) : null;
+  if (!name || !event.jobId) return null;
+  // qless's cancel names the queue before the event and the worker after it ("" here: the event does
+  // not say who held the job); its other messages are jid, event, queue.
+  if (name === "canceled") return JSON.stringify({ jid: event.jobId, queue: event.queue, event: name, worker: "" });
+  return JSON.stringify({ jid: event.jobId, event: name, queue: event.queue });
 }
 
 export async function startRespServer(gateway: Gateway, options: RespServerOptions): Promise<RunningRespServer> {
