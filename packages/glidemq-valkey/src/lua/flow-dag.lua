@@ -36,30 +36,11 @@ local function depsKey(n) return nodeArg(n, 1) .. ':deps:' .. ids[n] end
 -- cjson writes '/' as '\/'; JSON.stringify, which glide-mq uses for these arrays, does not.
 local function json(list) return (string.gsub(cjson.encode(list), '\\/', '/')) end
 
--- A node with deps, as glidemq_addFlow writes a parent (here with no children yet): no stream entry.
+-- A node with deps, as glidemq_addFlow writes a parent (here with no children yet, lib/create.lua).
 local function writeParent(n)
   local prefix = nodeArg(n, 1) .. ':'
   local a = args(n)
-  local jobId = a[9]
-  if jobId ~= '' then
-    if string.match(jobId, '^%d+$') and tonumber(jobId) > (tonumber(redis.call('GET', prefix .. 'id')) or 0) then
-      redis.call('SET', prefix .. 'id', jobId)
-    end
-  else
-    jobId = tostring(redis.call('INCR', prefix .. 'id'))
-  end
-  local fields = {
-    'id', jobId, 'name', a[1], 'data', a[2], 'opts', a[3], 'timestamp', a[4], 'attemptsMade', '0',
-    'delay', a[5], 'priority', a[6], 'maxAttempts', a[7], 'state', 'waiting-children'
-  }
-  local ttl = tonumber(a[8]) or 0
-  if ttl > 0 then
-    fields[#fields + 1] = 'expireAt'
-    fields[#fields + 1] = tostring(tonumber(a[4]) + ttl)
-  end
-  redis.call('HSET', prefix .. 'job:' .. jobId, unpack(fields))
-  -- Switchyard's own index of blocked jobs, so counts see the parent at once.
-  redis.call('ZADD', prefix .. 'sy:blocked', tonumber(a[4]) or 0, jobId)
+  local jobId = createWaitingParent(prefix, a)
   emitEvent(prefix .. 'events', 'added', jobId, {'name', a[1]})
   return jobId
 end

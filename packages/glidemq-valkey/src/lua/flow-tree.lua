@@ -31,31 +31,9 @@ local function args(n)
   return a
 end
 
--- A parent as glidemq_addFlow writes it: state waiting-children, no stream entry.
+-- A parent as glidemq_addFlow writes it (lib/create.lua).
 local function writeParent(n)
-  local prefix = nodeArg(n, 1) .. ':'
-  local a = args(n)
-  local jobId = a[9]
-  if jobId ~= '' then
-    if string.match(jobId, '^%d+$') and tonumber(jobId) > (tonumber(redis.call('GET', prefix .. 'id')) or 0) then
-      redis.call('SET', prefix .. 'id', jobId)
-    end
-  else
-    jobId = tostring(redis.call('INCR', prefix .. 'id'))
-  end
-  local fields = {
-    'id', jobId, 'name', a[1], 'data', a[2], 'opts', a[3], 'timestamp', a[4], 'attemptsMade', '0',
-    'delay', a[5], 'priority', a[6], 'maxAttempts', a[7], 'state', 'waiting-children'
-  }
-  local ttl = tonumber(a[8]) or 0
-  if ttl > 0 then
-    fields[#fields + 1] = 'expireAt'
-    fields[#fields + 1] = tostring(tonumber(a[4]) + ttl)
-  end
-  redis.call('HSET', prefix .. 'job:' .. jobId, unpack(fields))
-  -- Switchyard's own index of blocked jobs, so counts see the parent at once.
-  redis.call('ZADD', prefix .. 'sy:blocked', tonumber(a[4]) or 0, jobId)
-  return jobId
+  return createWaitingParent(nodeArg(n, 1) .. ':', args(n))
 end
 
 for g, group in ipairs(plan.groups) do

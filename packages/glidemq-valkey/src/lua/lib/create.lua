@@ -71,3 +71,29 @@ local function createJob(prefix, idKey, a)
   if a[11] ~= '1' then emitEvent(prefix .. 'events', 'added', jobId, {'name', a[1]}) end
   return jobId, nil
 end
+
+-- A flow parent as glidemq_addFlow writes it: state waiting-children, no stream entry; a custom id
+-- moves the queue's id counter past it. args as createJob's. Indexed in sy:blocked so that counts
+-- see the parent at once. Returns its id.
+local function createWaitingParent(prefix, a)
+  local jobId = a[9]
+  if jobId ~= '' then
+    if string.match(jobId, '^%d+$') and tonumber(jobId) > (tonumber(redis.call('GET', prefix .. 'id')) or 0) then
+      redis.call('SET', prefix .. 'id', jobId)
+    end
+  else
+    jobId = tostring(redis.call('INCR', prefix .. 'id'))
+  end
+  local fields = {
+    'id', jobId, 'name', a[1], 'data', a[2], 'opts', a[3], 'timestamp', a[4], 'attemptsMade', '0',
+    'delay', a[5], 'priority', a[6], 'maxAttempts', a[7], 'state', 'waiting-children'
+  }
+  local ttl = tonumber(a[8]) or 0
+  if ttl > 0 then
+    fields[#fields + 1] = 'expireAt'
+    fields[#fields + 1] = tostring(tonumber(a[4]) + ttl)
+  end
+  redis.call('HSET', prefix .. 'job:' .. jobId, unpack(fields))
+  redis.call('ZADD', prefix .. 'sy:blocked', tonumber(a[4]) or 0, jobId)
+  return jobId
+end
