@@ -14,10 +14,22 @@ export interface AdapterDescriptor<Options extends { url: string } = { url: stri
    * other code-only options are for `create<System>Backend` callers).
    */
   readonly optionsSchema: z.ZodType<Options>;
-  /** Builds a backend from parsed options; the host calls `ready()` on it. */
-  create(options: Options): Backend;
+  /**
+   * Builds a backend from parsed options; the host calls `ready()` on it. `host` carries what the
+   * host gives every backend in code rather than configuration (its clock).
+   */
+  create(options: Options, host?: AdapterHost): Backend;
   /** The key under which this adapter keeps its own system's fields in `Job.native`. */
   readonly nativeKey: string;
+}
+
+/** What a host (the gateway) hands every adapter it creates, beside the configured options. */
+export interface AdapterHost {
+  /**
+   * The current time in epoch ms for the backend's job records and its lease and due decisions
+   * (default `Date.now`). The gateway's answers the time a qless client passed while its command runs.
+   */
+  clock?: () => number;
 }
 
 /** Names the options type once, where a descriptor is declared. */

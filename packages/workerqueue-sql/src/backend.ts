@@ -31,17 +31,19 @@ import {
 import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
-import { completeAndClaimPostgres } from "./complete-and-claim.js";
+import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
+import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
+import { PostgresBurstWriter } from "./postgres-burst.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
-import { SqliteEnqueueBurst } from "./sqlite-burst.js";
+import { SqliteBurstWriter } from "./sqlite-burst.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { whereNotActive, whereQueue, whereState } from "./where.js";
@@ -88,8 +90,8 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   private readonly waker: MasterWaker;
   private readonly releaseTimer: ReleaseTimer;
   private readonly feed: Required<JobEventFeed>;
-  /** SQLite (better-sqlite3): enqueues of one turn of the event loop share a transaction; see sqlite-burst.ts. */
-  private readonly burst: SqliteEnqueueBurst | undefined;
+  /** SQLite (better-sqlite3) and PostgreSQL: enqueues of one turn of the event loop are written together; see enqueue-burst.ts. */
+  private readonly burst: EnqueueBurst | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -101,15 +103,18 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     const masters = (options.wakeMasters ?? []).map((master) => (typeof master === "string" ? parseLegacyMaster(master) : master));
     this.waker = new MasterWaker(masters, onError);
     this.releaseTimer = new ReleaseTimer(
-      () => releaseDueDelayed(this.store, Date.now()),
+      () => releaseDueDelayed(this.store, this.store.now()),
       options.releaseDelayedEveryMs ?? RELEASE_INTERVAL_MS,
       (released) => this.waker.wake(released),
       onError,
     );
     this.feed = sqlEventFeed(this.store, () => this.ready());
-    this.burst = SqliteEnqueueBurst.fits(this.store)
-      ? new SqliteEnqueueBurst(this.store, (queue, input) => enqueueNormalized(this.store, queue, input))
-      : undefined;
+    const writer = SqliteBurstWriter.fits(this.store)
+      ? new SqliteBurstWriter(this.store)
+      : PostgresBurstWriter.fits(this.store)
+        ? new PostgresBurstWriter(this.store)
+        : undefined;
+    this.burst = writer && new EnqueueBurst(this.store, writer, (queue, input) => enqueueNormalized(this.store, queue, input));
   }
 
   get eventFeed() {
@@ -174,14 +179,15 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   }
 
   /**
-   * PostgreSQL: one statement completes the job and claims the worker's next (complete-and-claim.ts);
-   * elsewhere, or when the completion is refused (to name the error), complete() then reserve().
+   * PostgreSQL (one statement) and MariaDB (one script): one round trip completes the job and claims
+   * the worker's next (complete-and-claim.ts); elsewhere, or when the completion is refused (to name
+   * the error), complete() then reserve().
    */
   async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext> {
     await this.ready();
-    if (this.store.dialect === "postgres") {
+    if (this.store.dialect !== "sqlite") {
       const request = await this.claimRequest(queue, next);
-      const both = await withRetry("completeAndReserve", () => completeAndClaimPostgres(this.store, queue, id, options, request));
+      const both = await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
       if (both) {
         return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
       }
@@ -200,9 +206,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     if (!Number.isInteger(count) || count < 1 || count > MAX_PAGE)
       throw new ValidationError(`workerqueue-sql: count must be 1..${MAX_PAGE}`);
     if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
-    const now = Date.now();
-    if (now - this.lastRelease >= RELEASE_INTERVAL_MS) {
-      this.lastRelease = now;
+    const now = this.store.now();
+    // Paced by real time; what is due to release follows the backend's clock.
+    const wall = Date.now();
+    if (wall - this.lastRelease >= RELEASE_INTERVAL_MS) {
+      this.lastRelease = wall;
       const released = await withRetry("reserve", () => releaseDueDelayed(this.store, now));
       this.waker.wake(released);
     }
@@ -291,13 +299,13 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async list(queue: string, options: ListOptions): Promise<Page<Job>> {
     await this.ready();
     const state = parseOrThrow(JobStateSchema, options.state, "state");
-    const now = Date.now();
+    const now = this.store.now();
     return this.page(queue, options, (query) => whereState(this.store, query, state, now));
   }
 
   async counts(queue: string): Promise<JobCounts> {
     await this.ready();
-    const now = Date.now();
+    const now = this.store.now();
     const { knex, table } = this.store;
     const query = knex(table)
       .select("status")
@@ -350,7 +358,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async pause(queue: string): Promise<void> {
     await this.ready();
     const { knex, pausedTable } = this.store;
-    await withRetry("pause", () => knex(pausedTable).insert({ queue: queue, paused_ms: Date.now() }).onConflict("queue").ignore());
+    await withRetry("pause", () => knex(pausedTable).insert({ queue: queue, paused_ms: this.store.now() }).onConflict("queue").ignore());
   }
 
   async resume(queue: string): Promise<void> {
@@ -391,7 +399,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     const rows = (await withRetry("list", () => query.orderBy("id", "asc").limit(limit + 1))) as JobRow[];
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
-    const now = Date.now();
+    const now = this.store.now();
     return {
       items: items.map((row) => rowToJob(this.store, row, now)),
       cursor: rows.length > limit && last ? encodeCursor({ after: Number(last.id) }) : null,

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { type ScriptNeeds, type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { num, rjqueueLocked, sqlDate } from "./row.js";
 import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
@@ -20,8 +21,8 @@ export interface ClaimRequest {
  * expired first (the core contract), then due pending rows, each in priority (larger first) then id
  * order. The lock id written to `locked_queue_id` is unique per claim and fits the legacy
  * varchar(40), so a legacy daemon sees the row as taken. PostgreSQL and SQLite do it in one
- * statement; MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, an UPDATE
- * and a read-back.
+ * statement; MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, UPDATEs
+ * and a read-back, sent as one script (one round trip) on MariaDB.
  */
 export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
   const lock = newLock();
@@ -148,13 +149,87 @@ async function claimPostgres(store: Store, request: ClaimRequest, lock: string):
 }
 
 /**
- * MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a transaction, then take them.
- * InnoDB locks every row its locking read examines, matching or not, so each read is one that an
- * index answers in claim order (forced: on a small table the optimizer prefers a full scan, which
- * would lock every row): expired leases first, then due pending rows per `sy_queue` value (the
- * default queue's legacy NULL rows are a second read, as an OR would need a sort).
+ * MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a READ COMMITTED transaction, then
+ * take them. InnoDB locks every row its locking read examines, matching or not, so each read is one
+ * that an index answers in claim order (forced: on a small table the optimizer prefers a full scan,
+ * which would lock every row): expired leases first, then due pending rows per `sy_queue` value (the
+ * default queue's legacy NULL rows are a second read, as an OR would need a sort). On MariaDB, with
+ * a connection that takes several statements per text, the whole transaction is one script (one
+ * round trip, mysqlClaim below); otherwise it goes statement by statement.
  */
 async function claimMysql(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const claim = mysqlClaim(store, request, lock);
+  const results = await sendScript(store, claim.statements, claim.needs);
+  return results ? claim.rows(results) : claimMysqlInSteps(store, request, lock);
+}
+
+/** The claim of a MySQL-family script, and how to read its rows from the script's results. */
+export interface MysqlClaim {
+  statements: Statement[];
+  needs: ScriptNeeds;
+  /** The claimed rows, in the order they go out (expired leases first, each list in claim order). */
+  rows(results: unknown[]): JobRow[];
+}
+
+/**
+ * The claim as statements of one MariaDB script, run by sendScript() in a READ COMMITTED
+ * transaction. The user variable `@sy_left` carries how many rows are still wanted from one
+ * statement to the next: each list (expired leases, then due rows) is one UPDATE joined to its
+ * candidates, and the candidates are the same locking, skip-locked reads, forced onto the same
+ * indexes, as the statement-by-statement path: one read per `sy_queue` value (`?` and, for the
+ * default queue, NULL), each `limit n` in claim order, ranked together with row_number() and taken
+ * while the rank is within `@sy_left` (the rows read but not taken stay locked until the commit,
+ * as there). A read whose `@sy_left > 0` is false is an "Impossible WHERE" the server never runs,
+ * so due rows are not even read once expired leases filled the claim. The lock id written is unique
+ * to the claim, so the read-back is `where status = 'processing' and locked_queue_id = ?` on the
+ * (status, locked_queue_id) index. `onlyIf` (a condition on user variables set by earlier statements
+ * of the script: completeAndClaim's) gates the whole claim.
+ */
+export function mysqlClaim(store: Store, request: ClaimRequest, lock: string, onlyIf?: string): MysqlClaim {
+  const table = quoted(store, store.table);
+  const set = claimSet(store, request, lock);
+  const take = (index: string, condition: Condition): Statement => {
+    const queueValues: Array<string | null> = request.queue === store.defaultQueue ? [request.queue, null] : [request.queue];
+    const reads = queueValues.map((value) => ({
+      sql: `select id, sy_priority from ${table} force index (${quoted(store, index)})
+        where @sy_left > 0 and ${value === null ? "sy_queue is null" : "sy_queue = ?"} and ${condition.sql}
+        and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
+        ${ORDER} limit ? for update skip locked`,
+      bindings: [...(value === null ? [] : [value]), ...condition.bindings, request.queue, request.count],
+    }));
+    const candidates = reads.length === 1 ? reads[0]?.sql : reads.map((read) => `(${read.sql})`).join(" union all ");
+    return {
+      sql: `update (select id, row_number() over (${ORDER}) as sy_rank from (${candidates}) as candidates) as picked
+        straight_join ${table} as taken on taken.id = picked.id and picked.sy_rank <= @sy_left
+        set ${set.sql}`,
+      bindings: [...reads.flatMap((read) => read.bindings), ...set.bindings],
+    };
+  };
+  const taken: Statement = { sql: `select * from ${table} where status = ? and locked_queue_id = ?`, bindings: [STATUS.processing, lock] };
+  // Which rows came from the first list matters only when a claim may take several.
+  const several = request.count > 1;
+  const statements: Statement[] = [
+    { sql: onlyIf ? `set @sy_left := if(${onlyIf}, ?, 0)` : "set @sy_left := ?", bindings: [request.count] },
+    take(claimExpiredIndex(store.table), expiredCondition(request.now)),
+    { sql: "set @sy_left := @sy_left - row_count()", bindings: [] },
+    ...(several ? [{ sql: `select id from ${table} where status = ? and locked_queue_id = ?`, bindings: [STATUS.processing, lock] }] : []),
+    take(claimPendingIndex(store.table), dueCondition(store, request.now)),
+    taken,
+  ];
+  return {
+    statements,
+    needs: "mariadb",
+    rows(results) {
+      const rows = byClaimOrder(results[statements.length - 1] as JobRow[]);
+      if (!several) return rows;
+      const expired = new Set((results[3] as Array<{ id: number | string }>).map((row) => Number(row.id)));
+      return [...rows.filter((row) => expired.has(Number(row.id))), ...rows.filter((row) => !expired.has(Number(row.id)))];
+    },
+  };
+}
+
+/** The claim statement by statement (MySQL, or a connection without multipleStatements). */
+async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
   return store.knex.transaction(
     async (trx) => {
       const ids: number[] = [];

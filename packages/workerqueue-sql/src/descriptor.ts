@@ -33,6 +33,6 @@ export const workerQueueAdapter = defineAdapter({
       .optional(),
     releaseDelayedEveryMs: z.number().int().nonnegative().optional(),
   }),
-  create: (options) => createWorkerQueueBackend(options),
+  create: (options, host) => createWorkerQueueBackend({ ...options, ...(host?.clock ? { clock: host.clock } : {}) }),
   nativeKey: NATIVE_KEY,
 });

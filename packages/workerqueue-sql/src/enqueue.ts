@@ -16,11 +16,11 @@ import type { Knex } from "knex";
 import { insertPlain, insertReturning, insertSkippingConflicts } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, type JobRow, STATUS, SY } from "./columns.js";
 import { isUniqueViolation, withRetry } from "./db-errors.js";
+import type { EnqueueBurst } from "./enqueue-burst.js";
 import { type Db, findByUniqueKey, findByUniqueKeys, findRow, findRows, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
 import { enqueueRow, heldColumns, heldJobOf, importRow, rowToJob } from "./row.js";
 import { advanceIdCounter } from "./sequence.js";
-import type { SqliteEnqueueBurst } from "./sqlite-burst.js";
 
 export function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   const normalized = normalizeEnqueueInput(input);
@@ -34,9 +34,9 @@ export function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   return normalized;
 }
 
-export async function enqueueOne(store: Store, queue: string, input: EnqueueInput, burst?: SqliteEnqueueBurst): Promise<EnqueueResult> {
+export async function enqueueOne(store: Store, queue: string, input: EnqueueInput, burst?: EnqueueBurst): Promise<EnqueueResult> {
   const normalized = normalize(input);
-  // Without an id or key there is nothing to look up first: SQLite writes it with the others of its burst.
+  // Without an id or key there is nothing to look up first: it is written with the others of its burst.
   if (burst && normalized.id === undefined && normalized.uniqueKey === undefined) return burst.enqueue(queue, normalized);
   return enqueueNormalized(store, queue, normalized);
 }
@@ -90,7 +90,7 @@ async function insertBulk(
   queue: string,
   inputs: NormalizedEnqueueInput[],
 ): Promise<EnqueueResult[] | null> {
-  const now = Date.now();
+  const now = store.now();
   const ids = inputs.flatMap((input) => (input.id === undefined ? [] : [input.id]));
   const keys = inputs.flatMap((input) => (input.uniqueKey === undefined ? [] : [input.uniqueKey]));
   const byId = ids.length > 0 ? await findRows(store, trx, queue, ids) : new Map<string, JobRow>();
@@ -145,7 +145,7 @@ async function insertOrFind(
   input: NormalizedEnqueueInput,
   inTransaction: boolean,
 ): Promise<EnqueueResult> {
-  const now = Date.now();
+  const now = store.now();
   const existing = await findExisting(store, db, queue, input);
   if (existing) return { job: rowToJob(store, existing, now), created: false };
   const row = enqueueRow(store, queue, input, runAtOf(input, now), now);
@@ -347,7 +347,7 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
   const importPage = (write: typeof importAtOnce, lookUp: boolean) =>
     store.knex.transaction(async (trx) => {
       const outcome: ImportResult = { imported: 0, skipped: [] };
-      const now = Date.now();
+      const now = store.now();
       const held: HeldRows = lookUp
         ? await findRows(
             store,

@@ -11,8 +11,11 @@ import { dateMs, jobIdOf, sqlDate, stateOf } from "./row.js";
  * statement trigger's NOTIFY says the table changed; SQLite and MySQL/MariaDB on a timer.
  */
 
-/** How often the table is looked at without a NOTIFY (PostgreSQL's safety net, the others' pace). */
-const POLL_MS = { sqlite: 250, mysql: 500, postgres: 5_000 } as const;
+/**
+ * How often the table is looked at without a NOTIFY (the others' pace; PostgreSQL's safety net, and
+ * what finds a late commit dated before the newest row read within about a second, see `look`).
+ */
+const POLL_MS = { sqlite: 250, mysql: 500, postgres: 1_000 } as const;
 /**
  * Each look reads again the rows changed this long before the newest change it saw: `updated_at`
  * has whole seconds on SQLite and MySQL, and a transaction may commit after a later-dated one.
@@ -33,6 +36,12 @@ const parsePosition = (position: string): { time: number; id: number } => {
   const [time, id] = position.split(":").map(Number);
   return { time: Number.isFinite(time) ? (time as number) : 0, id: Number.isFinite(id) ? (id as number) : 0 };
 };
+
+/** Whether row `a` comes after row `b` in change order (updated_at, then id), as read. */
+function isAfter(a: JobRow, b: JobRow): boolean {
+  const [at, bt] = [dateMs(a.updated_at) ?? 0, dateMs(b.updated_at) ?? 0];
+  return at > bt || (at === bt && Number(a.id) > Number(b.id));
+}
 
 const COLUMNS = ["id", "status", "attempts", "locked_queue_id", "sy_queue", "sy_job_id", "sy_run_at", "sy_canceled_ms", "updated_at"];
 
@@ -100,10 +109,19 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
       let changed: (() => void) | undefined;
       let stopListening: (() => Promise<void>) | undefined;
 
+      /** The newest row read, and when the overlap was last read again. */
+      let newest: JobRow | undefined;
+      let overlapReadAt = 0;
+
       const look = async () => {
         const now = Date.now();
         const from = since - OVERLAP_MS;
-        for (let last: JobRow | undefined; ; ) {
+        // Under a stream of writes a look per NOTIFY reading the whole overlap again would read each
+        // row many times: most looks go on from the newest row read, and once every half overlap
+        // the overlap is read again for rows a late commit or a whole-second date put behind it.
+        const rereadOverlap = newest === undefined || now - overlapReadAt >= OVERLAP_MS / 2;
+        if (rereadOverlap) overlapReadAt = now;
+        for (let last = rereadOverlap ? undefined : newest; ; ) {
           const rows = await changedSince(store, from, PAGE, last);
           for (const row of rows) {
             const event = eventOf(row, store, now);
@@ -115,8 +133,10 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
             // dates may be whole seconds, so the start's second counts as after it.
             if (event.time >= start - (start % 1000)) onEvent(event);
           }
+          const final = rows[rows.length - 1];
+          if (final && (newest === undefined || isAfter(final, newest))) newest = final;
           if (rows.length < PAGE) break;
-          last = rows[rows.length - 1];
+          last = final;
         }
         for (const [id, entry] of told) if (entry.time < since - 2 * OVERLAP_MS) told.delete(id);
       };

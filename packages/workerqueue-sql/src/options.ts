@@ -32,6 +32,12 @@ export interface WorkerQueueBackendOptions {
   releaseDelayedEveryMs?: number;
   /** Called with a datagram that could not be sent or a timed release that failed; they never fail a call. */
   onBackgroundError?: (error: Error) => void;
+  /**
+   * The current time in epoch ms (default `Date.now`) for what the rows record (created, started,
+   * finished, run-at and lease times) and for what is due, delayed or expired; every SQL statement
+   * takes its times from here, none from the server. Timers and retry waits keep real time.
+   */
+  clock?: () => number;
 }
 
 /** What the rest of the package works with once options are resolved. */
@@ -48,6 +54,8 @@ export interface Store {
   readonly defaultQueue: string;
   /** What ready() found in the table and server; see detectLayout in schema.ts. */
   readonly layout: Layout;
+  /** The backend's clock (the `clock` option): epoch ms. */
+  readonly now: () => number;
 }
 
 export interface Layout {
@@ -88,6 +96,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     dataFormatGiven: options.dataFormat !== undefined,
     defaultQueue: options.defaultQueue ?? "default",
     layout: { rjqueueLocked: false, columnTypes: new Map(), insertReturning: dialectOf(knex) !== "mysql" },
+    now: options.clock ?? Date.now,
   };
   return { store, ownsKnex, createSchema: options.createSchema ?? true };
 }
@@ -139,7 +148,14 @@ export function knexFromUrl(url: string): Knex {
     requireDriver("mysql2", url);
     return knexFactory({
       client: "mysql2",
-      connection: { uri: url.replace(/^mariadb:/, "mysql:"), supportBigNumbers: true, charset: "utf8mb4" } as Knex.MySql2ConnectionConfig,
+      connection: {
+        uri: url.replace(/^mariadb:/, "mysql:"),
+        supportBigNumbers: true,
+        charset: "utf8mb4",
+        // A claim's transaction, or an update and its read-back, goes as one query text: one round
+        // trip (mysql-script.ts). Values still go as bindings, escaped by the driver.
+        multipleStatements: true,
+      } as Knex.MySql2ConnectionConfig,
       pool: { min: 0, max: 10 },
     });
   }

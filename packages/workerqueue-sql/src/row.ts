@@ -51,7 +51,7 @@ export function stateOf(row: JobRow, now: number): JobState {
   return "failed";
 }
 
-export function rowToJob(store: Store, row: JobRow, now = Date.now()): Job {
+export function rowToJob(store: Store, row: JobRow, now = store.now()): Job {
   const state = stateOf(row, now);
   const createdAt = num(row.sy_created_ms) ?? dateMs(row.created_at) ?? 0;
   const own: Record<string, unknown> = { status: row.status, locked_queue_id: row.locked_queue_id };

@@ -1,9 +1,7 @@
-import { type EnqueueResult, type NormalizedEnqueueInput, runAtOf } from "@switchyard/core";
 import { insertStatement } from "./bulk-insert.js";
 import type { JobRow } from "./columns.js";
-import { typedError } from "./db-errors.js";
+import type { BurstOutcome, BurstWriter } from "./enqueue-burst.js";
 import type { Store } from "./options.js";
-import { enqueueRow, rowToJob } from "./row.js";
 
 /** What this file uses of a better-sqlite3 connection (@types/better-sqlite3 is not a dependency). */
 interface SqliteStatement {
@@ -14,81 +12,34 @@ interface SqliteConnection {
   transaction<T>(work: () => T): { immediate(): T };
 }
 
-interface Waiting {
-  queue: string;
-  input: NormalizedEnqueueInput;
-  resolve: (result: EnqueueResult) => void;
-  reject: (error: unknown) => void;
-}
-
 /**
- * SQLite through better-sqlite3: the enqueues (without id or unique key) made in the same turn of the
- * event loop are written in one transaction, by statements prepared once per shape, so a burst of
- * them (a gateway under load) pays for one commit, one fsync of the WAL, instead of one each, and
- * none pays knex's query building. Nothing is answered before the commit, so an acknowledged job is
- * stored as before. better-sqlite3 is synchronous: the transaction holds the event loop, as each
- * statement did already.
+ * SQLite through better-sqlite3: a burst (enqueue-burst.ts) in one transaction, by statements prepared
+ * once per shape, so none pays knex's query building and the burst pays for one commit, one fsync of
+ * the WAL. better-sqlite3 is synchronous: the transaction holds the event loop, as each statement did
+ * already.
  */
-export class SqliteEnqueueBurst {
-  private waiting: Waiting[] = [];
+export class SqliteBurstWriter implements BurstWriter {
   private readonly statements = new Map<string, SqliteStatement>();
   private statementsOf: SqliteConnection | undefined;
 
-  /**
-   * @param fallback the ordinary path (knex, retries, typed errors), which each job of a burst takes
-   *   when the burst's transaction as a whole could not be written (a busy file, a full disk...).
-   */
-  constructor(
-    private readonly store: Store,
-    private readonly fallback: (queue: string, input: NormalizedEnqueueInput) => Promise<EnqueueResult>,
-  ) {}
+  constructor(private readonly store: Store) {}
 
   /** Whether the knex client is better-sqlite3 (another SQLite driver takes the ordinary path). */
   static fits(store: Store): boolean {
     return store.dialect === "sqlite" && /better-sqlite3/i.test(String(store.knex.client.config.client ?? ""));
   }
 
-  enqueue(queue: string, input: NormalizedEnqueueInput): Promise<EnqueueResult> {
-    return new Promise((resolve, reject) => {
-      if (this.waiting.length === 0) setImmediate(() => void this.flush());
-      this.waiting.push({ queue, input, resolve, reject });
-    });
-  }
-
-  private async flush(): Promise<void> {
-    const now = Date.now();
-    // A job whose row cannot be made (a value out of range) is refused alone, before anything is written.
-    const burst: Array<Waiting & { row: Record<string, unknown> }> = [];
-    for (const item of this.waiting) {
-      try {
-        burst.push({ ...item, row: enqueueRow(this.store, item.queue, item.input, runAtOf(item.input, now), now) });
-      } catch (error) {
-        item.reject(error);
-      }
-    }
-    this.waiting = [];
-    if (burst.length === 0) return;
-    let results: Array<{ row: JobRow } | { error: unknown }>;
-    try {
-      results = await this.write(burst.map((item) => item.row));
-    } catch {
-      // Nothing of the burst was written: each job goes the ordinary way, with its retries and errors.
-      for (const item of burst) this.fallback(item.queue, item.input).then(item.resolve, item.reject);
-      return;
-    }
-    burst.forEach((item, i) => {
-      const result = results[i] as { row: JobRow } | { error: unknown };
-      if ("error" in result) item.reject(typedError("enqueue", result.error));
-      else item.resolve({ job: rowToJob(this.store, result.row, now), created: true });
-    });
+  /** Nothing of a burst that threw was written: the transaction was undone as a whole. */
+  retryEach(): boolean {
+    return true;
   }
 
   /** The burst in one transaction: a row, or the constraint that refused it (SQLite undoes only that statement). */
-  private async write(rows: Array<Record<string, unknown>>): Promise<Array<{ row: JobRow } | { error: unknown }>> {
+  async write(rows: Array<Record<string, unknown>>): Promise<BurstOutcome[]> {
     // The pool's only connection: no knex transaction is open on it meanwhile.
     const connection = (await this.store.knex.client.acquireConnection()) as SqliteConnection;
     try {
-      const results: Array<{ row: JobRow } | { error: unknown }> = [];
+      const results: BurstOutcome[] = [];
       const writeAll = () => {
         for (const row of rows) {
           try {

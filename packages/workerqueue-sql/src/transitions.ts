@@ -15,9 +15,12 @@ import {
   backoffDelay,
   parseOrThrow,
 } from "@switchyard/core";
+import type { Knex } from "knex";
+import { quoted } from "./bulk-insert.js";
 import { type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { withRetry } from "./db-errors.js";
 import { findRow, rowById } from "./lookup.js";
+import { type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { delayedLock, durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
 import { whereJobId, whereQueue, whereState } from "./where.js";
@@ -46,7 +49,7 @@ export async function transition(
 ): Promise<Job> {
   return withRetry(what, async () => {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const now = Date.now();
+      const now = store.now();
       const row = await findRow(store, store.knex, queue, id);
       if (!row) throw new NotFoundError(`workerqueue-sql: no job ${id} in queue ${queue}`, { queue, id });
       const state = stateOf(row, now);
@@ -79,8 +82,10 @@ export async function transition(
  * The one-statement path of a transition that only an active job, held by `worker` when one is
  * named, may take and whose new values do not depend on the row's old ones (SQL expressions aside):
  * an UPDATE guarded by those conditions, RETURNING the row. Null when it changed nothing (the caller
- * then takes transition(), whose read says which error it is), and always on MySQL, which has no
- * UPDATE ... RETURNING: there the read, update and read-back of transition() it is.
+ * then takes transition(), whose read says which error it is). MySQL has no UPDATE ... RETURNING:
+ * there the same guarded UPDATE and its read-back go as one script (mysqlHeldUpdate), or, on a
+ * connection that takes one statement per text, it is null and transition()'s read, update and
+ * read-back.
  */
 async function updateHeld(
   store: Store,
@@ -89,9 +94,16 @@ async function updateHeld(
   worker: string | undefined,
   values: Record<string, unknown>,
 ): Promise<Job | null> {
-  if (store.dialect === "mysql") return null;
+  if (store.dialect === "mysql") {
+    return withRetry("update", async () => {
+      const update = mysqlHeldUpdate(store, queue, id, worker, values, store.now());
+      const results = await sendScript(store, update.statements);
+      const row = results && update.row(results);
+      return row ? rowToJob(store, row) : null;
+    });
+  }
   return withRetry("update", async () => {
-    const [row] = (await heldUpdate(store, queue, id, worker, values, Date.now())) as JobRow[];
+    const [row] = (await heldUpdate(store, queue, id, worker, values, store.now())) as JobRow[];
     return row ? rowToJob(store, row) : null;
   });
 }
@@ -117,6 +129,44 @@ export function heldUpdate(
   return query.update({ ...values, updated_at: sqlDate(store, now) }, "*");
 }
 
+/**
+ * heldUpdate() as statements of a MySQL-family script (one round trip, run by sendScript() in a
+ * READ COMMITTED transaction, as the claim is, so the UPDATE takes no gap locks): the id findRow
+ * would pick goes into `@sy_id` by a plain SELECT ... INTO, which locks nothing (`SET @v := (SELECT
+ * ...)` would take a shared lock on the row, held to the commit, and its upgrade to the UPDATE's
+ * exclusive one can deadlock with a claimer's locking read); the guarded UPDATE takes that row only
+ * while it is still active (and held by `worker` when one is named); `@sy_done` keeps how many rows
+ * it matched; the read-back answers the row only if it did. completeAndClaim runs the same
+ * statements at the head of its claim's transaction.
+ */
+export function mysqlHeldUpdate(
+  store: Store,
+  queue: string,
+  id: string,
+  worker: string | undefined,
+  values: Record<string, unknown>,
+  now: number,
+): { statements: Statement[]; row(results: unknown[]): JobRow | null } {
+  const { knex, table } = store;
+  // SELECT ... INTO leaves the variable as it was when no row matches: it is cleared first.
+  const target = knex(table).select(knex.raw("?? into @sy_id", ["id"]));
+  whereQueue(store, target, queue);
+  whereJobId(target, id);
+  target.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1);
+  const query = knex(table).where("id", knex.raw("@sy_id"));
+  whereState(store, query, "active", now);
+  if (worker !== undefined) query.where(SY.worker, worker);
+  const statementOf = (built: Knex.Sql): Statement => ({ sql: built.sql, bindings: [...built.bindings] as Knex.RawBinding[] });
+  const statements: Statement[] = [
+    { sql: "set @sy_id := null", bindings: [] },
+    statementOf(target.toSQL()),
+    statementOf(query.update({ ...values, updated_at: sqlDate(store, now) }).toSQL()),
+    { sql: "set @sy_done := row_count()", bindings: [] },
+    { sql: `select * from ${quoted(store, table)} where id = @sy_id and @sy_done > 0`, bindings: [] },
+  ];
+  return { statements, row: (results) => (results[4] as JobRow[])[0] ?? null };
+}
+
 export async function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   if (!Number.isInteger(leaseMs) || leaseMs < 1) throw new ValidationError("workerqueue-sql: leaseMs must be a positive integer");
@@ -129,7 +179,7 @@ export async function heartbeatJob(store: Store, queue: string, id: string, opti
     ...(options.progress !== undefined ? { [SY.progress]: JSON.stringify(options.progress) } : {}),
   });
   return (
-    (await updateHeld(store, queue, id, options.worker, values(Date.now()))) ??
+    (await updateHeld(store, queue, id, options.worker, values(store.now()))) ??
     transition(store, queue, id, "heartbeat", { worker: options.worker, states: ["active"], onWrongState: "lease-lost" }, (_, now) =>
       values(now),
     )
@@ -147,7 +197,7 @@ export async function setJobProgress(store: Store, queue: string, id: string, wo
 /** Finished: status `complete`, unlocked, `duration` in seconds as rjqueue writes it. */
 export async function completeJob(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
   return (
-    (await updateHeld(store, queue, id, options.worker, completeValues(store, options, Date.now()))) ??
+    (await updateHeld(store, queue, id, options.worker, completeValues(store, options, store.now()))) ??
     transition(store, queue, id, "complete", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, at) =>
       finished(store, row, at, STATUS.complete, resultColumn(options)),
     )

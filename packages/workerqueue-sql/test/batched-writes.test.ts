@@ -162,6 +162,34 @@ for (const dialect of DIALECTS) {
       const byId = new Map(rows.map((row) => [String(row.id), JSON.parse(String(row.data)).i]));
       expect(results.map((result) => byId.get(result.job.id))).toEqual(Array.from({ length: 50 }, (_, i) => i));
       expect(results.every((result) => result.created && result.job.state === "waiting")).toBe(true);
+      if (dialect === "postgres") {
+        // One multi-row insert: every row was written by the same transaction.
+        const writers = await db(table).where("sy_queue", q).distinct(db.raw("xmin::text as xmin"));
+        expect(writers).toHaveLength(1);
+      }
+    });
+
+    it("a burst in which the table refuses one job (a CHECK of the user's) refuses that job alone and stores each other one once", async () => {
+      const wq = await open();
+      const q = queue();
+      const refusedName = "refused by the table";
+      if (dialect === "sqlite") {
+        await db.raw(
+          `create trigger if not exists ${table}_refuse before insert on ${table} when new.name = '${refusedName}' begin select raise(abort, 'refused'); end`,
+        );
+      } else {
+        await db.raw(`alter table ${table} add constraint ${table}_refuse check (name <> '${refusedName}')`);
+      }
+      const names = Array.from({ length: 20 }, (_, i) => (i === 7 ? refusedName : `job ${i}`));
+      const settled = await Promise.allSettled(names.map((name) => wq.enqueue(q, { name })));
+      expect(settled.flatMap((outcome, i) => (outcome.status === "rejected" ? [i] : []))).toEqual([7]);
+      // Written again one by one, concurrently: the others are each stored once, in no promised order.
+      const stored = (await rowsOf(q)).map((row): [string, string] => [String(row.id), String(row.name)]);
+      const answered = settled.flatMap(
+        (outcome): Array<[string, string]> => (outcome.status === "fulfilled" ? [[outcome.value.job.id, outcome.value.job.name]] : []),
+      );
+      expect(answered.map(([, name]) => name)).toEqual(names.filter((_, i) => i !== 7));
+      expect(new Map(stored)).toEqual(new Map(answered));
     });
   });
 }

@@ -1,0 +1,84 @@
+import { type EnqueueResult, type NormalizedEnqueueInput, runAtOf } from "@switchyard/core";
+import type { JobRow } from "./columns.js";
+import { typedError } from "./db-errors.js";
+import type { Store } from "./options.js";
+import { enqueueRow, rowToJob } from "./row.js";
+
+/** What a burst's writer made of each row: the stored row, or the constraint that refused it alone. */
+export type BurstOutcome = { row: JobRow } | { error: unknown };
+
+/**
+ * Writes a burst's rows, answering one outcome per row in order. It throws when nothing of the burst
+ * was written: `retryEach` says whether each job may then take the ordinary path (the write failed
+ * before anything was stored) or must get the error (a lost connection: it may have been committed).
+ */
+export interface BurstWriter {
+  write(rows: Array<Record<string, unknown>>): Promise<BurstOutcome[]>;
+  retryEach(error: unknown): boolean;
+}
+
+interface Waiting {
+  queue: string;
+  input: NormalizedEnqueueInput;
+  /** The backend's clock when the caller asked (a burst may mix callers of different clocks). */
+  now: number;
+  resolve: (result: EnqueueResult) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit of enqueues: those without id or unique key (nothing to look up first) made in the
+ * same turn of the event loop are written together by the dialect's writer (one transaction on
+ * SQLite, one multi-row INSERT on PostgreSQL), so a burst of them (a gateway under load) pays for one
+ * commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
+ * as before; a lone enqueue waits only for the end of the turn it arrived in.
+ */
+export class EnqueueBurst {
+  private waiting: Waiting[] = [];
+
+  /**
+   * @param fallback the ordinary path (knex, retries, typed errors), which each job of a burst takes
+   *   when the writer says the burst as a whole was not written.
+   */
+  constructor(
+    private readonly store: Store,
+    private readonly writer: BurstWriter,
+    private readonly fallback: (queue: string, input: NormalizedEnqueueInput) => Promise<EnqueueResult>,
+  ) {}
+
+  enqueue(queue: string, input: NormalizedEnqueueInput): Promise<EnqueueResult> {
+    return new Promise((resolve, reject) => {
+      if (this.waiting.length === 0) setImmediate(() => void this.flush());
+      this.waiting.push({ queue, input, now: this.store.now(), resolve, reject });
+    });
+  }
+
+  private async flush(): Promise<void> {
+    // A job whose row cannot be made (a value out of range) is refused alone, before anything is written.
+    const burst: Array<Waiting & { row: Record<string, unknown> }> = [];
+    for (const item of this.waiting) {
+      try {
+        burst.push({ ...item, row: enqueueRow(this.store, item.queue, item.input, runAtOf(item.input, item.now), item.now) });
+      } catch (error) {
+        item.reject(error);
+      }
+    }
+    this.waiting = [];
+    if (burst.length === 0) return;
+    let outcomes: BurstOutcome[];
+    try {
+      outcomes = await this.writer.write(burst.map((item) => item.row));
+    } catch (error) {
+      for (const item of burst) {
+        if (this.writer.retryEach(error)) this.fallback(item.queue, item.input).then(item.resolve, item.reject);
+        else item.reject(typedError("enqueue", error));
+      }
+      return;
+    }
+    burst.forEach((item, i) => {
+      const outcome = outcomes[i] as BurstOutcome;
+      if ("error" in outcome) item.reject(typedError("enqueue", outcome.error));
+      else item.resolve({ job: rowToJob(this.store, outcome.row, item.now), created: true });
+    });
+  }
+}

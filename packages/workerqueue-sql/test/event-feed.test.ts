@@ -1,0 +1,58 @@
+import type { JobEventFeed, StoreEvent } from "@switchyard/core";
+import { describe, expect, it } from "vitest";
+import { DIALECTS, useDialectTable } from "./dialects.js";
+
+/**
+ * The store event feed reads the rows changed since its newest one as writes come, and reads the last
+ * two seconds again about once a second: a move dated before the newest row it read (a transaction
+ * that committed late, or a whole-second date) is still told, once.
+ */
+for (const dialect of DIALECTS) {
+  describe(`workerqueue-sql (${dialect}): store event feed`, () => {
+    const { table, db, open, queue: nextQueue } = useDialectTable(dialect, "wq_feed");
+
+    it("a move dated before the newest row the feed read is told within a few seconds, and once", async () => {
+      const wq = await open();
+      const q = nextQueue("feed");
+      const events: StoreEvent[] = [];
+      const watch = (wq as unknown as JobEventFeed).watchEvents((event) => events.push(event), {});
+      try {
+        const seen = async (jobId: string, type: string) => {
+          const deadline = Date.now() + 5_000;
+          while (!events.some((event) => event.jobId === jobId && event.type === type)) {
+            if (Date.now() > deadline) throw new Error(`no ${type} event for ${jobId}: ${JSON.stringify(events)}`);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        };
+        // The feed tells nothing dated before it began: the late move below must date after that.
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        const { job: early } = await wq.enqueue(q, { name: "early" });
+        await seen(early.id, "enqueued");
+        // Writes keep coming, so the feed reads on from its newest row.
+        for (let i = 0; i < 5; i++) await wq.enqueue(q, { name: `later ${i}` });
+        const { job: newest } = await wq.enqueue(q, { name: "newest" });
+        await seen(newest.id, "enqueued");
+        const newestRow = await db(table).where("id", Number(newest.id)).first();
+        // SQLite keeps UTC text without a zone; the others a date.
+        const newestMs =
+          dialect === "sqlite"
+            ? Date.parse(`${String(newestRow.updated_at).replace(" ", "T")}Z`)
+            : new Date(newestRow.updated_at).getTime();
+        const stamp = new Date(newestMs - 800);
+        // A late commit: the early job failed at a time before the newest row's.
+        await db(table)
+          .where("id", Number(early.id))
+          .update({
+            status: "error",
+            updated_at: dialect === "sqlite" ? stamp.toISOString().replace("T", " ").slice(0, 19) : stamp,
+          });
+
+        await seen(early.id, "failed");
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        expect(events.filter((event) => event.jobId === early.id && event.type === "failed")).toHaveLength(1);
+      } finally {
+        await watch.close();
+      }
+    });
+  });
+}
