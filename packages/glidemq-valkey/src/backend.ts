@@ -57,6 +57,12 @@ export interface GlideMqSettings {
   useGlideFunctions?: boolean;
   /** Recovery of jobs abandoned by consumers without a Switchyard lease (see recovery.ts); false turns it off. */
   stalledRecovery?: StalledRecoveryOptions | false;
+  /**
+   * The current time in epoch ms (default `Date.now`) that the scripts get (they never read Redis's
+   * TIME) for what the job hashes record and for what is due, delayed or expired. The recovery of
+   * glide-mq's own stalled consumers keeps real time, as those consumers do.
+   */
+  clock?: () => number;
 }
 
 /** A connection (`url`, cluster seeds or an injected `redis` client) and the settings. */
@@ -121,10 +127,11 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     return readying;
   };
   const keysOf = (queue: string): QueueKeys => queueKeys(queue, prefix);
+  const clock = options.clock ?? Date.now;
   const recoverStalled = stalledRecovery(options.stalledRecovery);
   const producing = { prefix, ...(options.compression ? { compression: options.compression } : {}) };
   const schedulerTicks = new Map<string, number>();
-  const completeInBatch = completionBatches(ready, keysOf, consumerName);
+  const completeInBatch = completionBatches(ready, keysOf, consumerName, clock);
 
   /** Fires due schedulers when this process has not looked for SCHEDULER_TICK_MS: reserves here stand in for glide-mq's worker tick. */
   async function tickSchedulers(redis: RedisClient, queue: string, keys: QueueKeys, now: number): Promise<void> {
@@ -135,7 +142,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
 
   /** What a glide-mq worker does once a job has ended: reschedule its repeat-after-complete scheduler; a failed one goes to the dead-letter queue. */
   async function afterEnd(redis: RedisClient, queue: string, ended: Record<string, string>, failed: boolean): Promise<void> {
-    if (ended.schedulerName) await afterScheduledJob(redis, keysOf(queue), ended.schedulerName, Date.now());
+    if (ended.schedulerName) await afterScheduledJob(redis, keysOf(queue), ended.schedulerName, clock());
     if (failed) await toDeadLetterQueue(redis, keysOf, queue, ended, producing);
   }
 
@@ -148,7 +155,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   async function enqueueMany(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     const redis = await ready();
     const keys = keysOf(queue);
-    const now = Date.now();
+    const now = clock();
     const jobs = inputs.map((input) => toNewJob(normalizeEnqueueInput(input), now));
     const producer = new GlideProducer(redis, queue, {
       prefix,
@@ -176,7 +183,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   }
 
   return guardBackend("glidemq-valkey", {
-    ...glideQueue(ready, keysOf),
+    ...glideQueue(ready, keysOf, clock),
     ...glideEventFeed(ready, prefix),
     ...deadLetters(ready, keysOf, producing),
     ...glideFlows(ready, keysOf, producing),
@@ -209,7 +216,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     async reserve(queue, reserveOptions: ReserveOptions) {
       const redis = await ready();
       const k = keysOf(queue);
-      const now = Date.now();
+      const now = clock();
       const leaseUntil = now + (reserveOptions.leaseMs ?? DEFAULT_LEASE_MS);
       await recoverStalled(redis, k);
       await tickSchedulers(redis, queue, k, now);
@@ -225,7 +232,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     async heartbeat(queue, id, beat: HeartbeatOptions) {
       const redis = await ready();
       const k = keysOf(queue);
-      const now = Date.now();
+      const now = clock();
       const progress = beat.progress === undefined ? "" : JSON.stringify(beat.progress);
       const reply = (await runScript(
         redis,
@@ -244,7 +251,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         redis,
         "heartbeat",
         [k.job(id), k.leases, k.events],
-        [id, update.worker ?? "", Date.now(), "", JSON.stringify(update.progress)],
+        [id, update.worker ?? "", clock(), "", JSON.stringify(update.progress)],
       )) as Reply;
       throwRefusal(reply, queue, id);
       return toJob(queue, flatToRecord(reply[1]), null);
@@ -254,7 +261,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       const redis = await ready();
       const k = keysOf(queue);
       await recoverStalled(redis, k);
-      await tickSchedulers(redis, queue, k, Date.now());
+      await tickSchedulers(redis, queue, k, clock());
       const { completed, ended, next: reserved } = await completeInBatch(queue, id, completeOptions, next);
       await afterEnd(redis, queue, ended, false);
       return { completed, next: reserved };
@@ -278,7 +285,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
           id,
           "-",
           failOptions.error.message,
-          Date.now(),
+          clock(),
           CONSUMER_GROUP,
           failOptions.worker ?? "",
           failOptions.retry === false ? "0" : "1",
@@ -303,7 +310,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
           redis,
           "revoke",
           [k.job(id), k.stream, k.scheduled, k.failed, k.events, k.priority, k.lifo, k.listActive],
-          [id, Date.now(), CONSUMER_GROUP],
+          [id, clock(), CONSUMER_GROUP],
         ),
       );
       if (reply === "NOT_FOUND") throw new NotFoundError(`glidemq-valkey: no job ${id} in queue ${queue}`, { queue, id });

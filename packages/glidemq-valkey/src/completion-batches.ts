@@ -10,12 +10,27 @@ interface Pending {
   id: string;
   options: CompleteOptions;
   next: ReserveOptions | undefined;
+  /** The backend's clock when the caller asked (callers of one batch may run on different clocks). */
+  now: number;
   resolve: (done: { completed: Job; ended: Record<string, string>; next: Job[] }) => void;
   reject: (error: unknown) => void;
 }
 
 /** More completions than this in one script call would hold Redis for too long at a time. */
 const MAX_PER_CALL = 100;
+/**
+ * Completions whose clocks lie further apart than this (a qless client's own `now` beside real time)
+ * go in separate script calls, each at the latest time of its calls.
+ */
+const SAME_CLOCK_MS = 1_000;
+
+/** The next calls for one script call: in order, up to MAX_PER_CALL, all on about the first one's clock. */
+function takeCalls(pending: Pending[]): Pending[] {
+  const first = pending[0]?.now ?? 0;
+  let count = 0;
+  while (count < Math.min(pending.length, MAX_PER_CALL) && Math.abs((pending[count] as Pending).now - first) <= SAME_CLOCK_MS) count++;
+  return pending.splice(0, Math.max(1, count));
+}
 
 /**
  * Group commit for completions: while one script call for a queue is in flight, the completions that
@@ -29,13 +44,14 @@ export function completionBatches(
   ready: () => Promise<RedisClient>,
   keysOf: (queue: string) => QueueKeys,
   consumerName: (worker: string) => string,
+  clock: () => number = Date.now,
 ) {
   const queues = new Map<string, { pending: Pending[]; running: boolean }>();
 
   async function drain(queue: string, batch: { pending: Pending[]; running: boolean }): Promise<void> {
     try {
       while (batch.pending.length > 0) {
-        const calls = batch.pending.splice(0, MAX_PER_CALL);
+        const calls = takeCalls(batch.pending);
         try {
           await run(queue, calls);
         } catch (error) {
@@ -51,7 +67,7 @@ export function completionBatches(
   async function run(queue: string, calls: Pending[]): Promise<void> {
     const redis = await ready();
     const k = keysOf(queue);
-    const now = Date.now();
+    const now = Math.max(...calls.map((call) => call.now));
     const args: Array<string | number> = [now, CONSUMER_GROUP];
     for (const { id, options, next } of calls) {
       args.push(id, JSON.stringify(options.result ?? null), options.worker ?? "");
@@ -93,7 +109,7 @@ export function completionBatches(
         batch = { pending: [], running: false };
         queues.set(queue, batch);
       }
-      batch.pending.push({ id, options, next, resolve, reject });
+      batch.pending.push({ id, options, next, now: clock(), resolve, reject });
       if (batch.running) return;
       // Started after the current task, so that completions issued together go together.
       batch.running = true;

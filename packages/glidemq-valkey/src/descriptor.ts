@@ -26,9 +26,10 @@ export const glideMqAdapter = defineAdapter({
     useGlideFunctions: z.boolean().optional(),
     stalledRecovery: z.union([z.literal(false), StalledRecoverySchema]).optional(),
   }),
-  create: ({ url, cluster, redisOptions, ...settings }) =>
+  create: ({ url, cluster, redisOptions, ...settings }, host) =>
     createGlideMqBackend({
       ...settings,
+      ...(host?.clock ? { clock: host.clock } : {}),
       url,
       ...(cluster ? { cluster: true as const } : {}),
       ...(redisOptions ? { redisOptions: redisOptions as RedisOptions } : {}),

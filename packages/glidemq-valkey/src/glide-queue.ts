@@ -66,7 +66,11 @@ type OwnQueues = Omit<GlideMqQueues, "deadLetters" | "deadLetter" | "removeDeadL
 /** The key prefix (`glide`), read off any queue's keys `<prefix>:{<queue>}:`. */
 const prefixOf = (keysOf: (queue: string) => QueueKeys) => keysOf("q").base.slice(0, -"{q}:".length - 1);
 
-export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: string) => QueueKeys): OwnQueues & GlideMqExtras {
+export function glideQueue(
+  ready: () => Promise<RedisClient>,
+  keysOf: (queue: string) => QueueKeys,
+  clock: () => number = Date.now,
+): OwnQueues & GlideMqExtras {
   const jobsByIds = async (redis: RedisClient, queue: string, keys: QueueKeys, ids: string[]): Promise<Job[]> =>
     (await loadJobs(redis, queue, keys, ids)).flatMap((loaded) => (loaded ? [loaded.job] : []));
 
@@ -118,7 +122,7 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
         await ready(),
         "change-delay",
         [keys.job(id), keys.stream, keys.scheduled, keys.events],
-        [id, Math.round(delay), Date.now(), CONSUMER_GROUP],
+        [id, Math.round(delay), clock(), CONSUMER_GROUP],
       );
       refused(String(reply), queue, id);
     },
@@ -146,7 +150,7 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
         await ready(),
         "retry-failed",
         [keys.failed, keys.scheduled, keys.events, keys.id],
-        [Math.max(0, Math.floor(count)), Date.now()],
+        [Math.max(0, Math.floor(count)), clock()],
       );
       return Number(reply);
     },
@@ -155,7 +159,7 @@ export function glideQueue(ready: () => Promise<RedisClient>, keysOf: (queue: st
       checkDelay(graceMs, "an age");
       const keys = keysOf(queue);
       const set = state === "completed" ? keys.completed : keys.failed;
-      const reply = await runScript(await ready(), "clean", [set, keys.events, keys.id], [Date.now() - graceMs, limit]);
+      const reply = await runScript(await ready(), "clean", [set, keys.events, keys.id], [clock() - graceMs, limit]);
       return (reply as unknown[]).map(String);
     },
 
