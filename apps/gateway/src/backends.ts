@@ -1,5 +1,6 @@
 import type { AdapterDescriptor, Backend } from "@switchyard/core";
 import { ADAPTERS } from "./adapters.js";
+import { callerClock } from "./caller-clock.js";
 import type { BackendSpec, Config } from "./config.js";
 import { ConfigError } from "./config.js";
 
@@ -18,8 +19,9 @@ export async function openBackend(name: string, spec: BackendSpec, adapters: rea
   }
   let backend: Backend;
   try {
-    // The configuration schema validated these options against this adapter's own schema.
-    backend = adapter.create({ ...spec.options, url: spec.url });
+    // The configuration schema validated these options against this adapter's own schema. The clock
+    // is the gateway's, or a qless client's own while its command runs (caller-clock.ts).
+    backend = adapter.create({ ...spec.options, url: spec.url }, { clock: callerClock.now });
   } catch (error) {
     throw new ConfigError(`backends.${name}: cannot create ${spec.type} backend: ${(error as Error).message}`, { cause: error });
   }

@@ -67,6 +67,15 @@ const GlidemqDoorSchema = z.strictObject({
   mountAtRoot: z.boolean().default(false),
 });
 
+const QlessDoorSchema = z.strictObject({
+  /**
+   * The time a qless command runs at on a store that is not qless-redis: `caller`, the `now` the
+   * client passed (as qless's script takes it), or `store`, the gateway's own clock. qless-redis
+   * stores always get the client's `now`, as qless's script does.
+   */
+  clock: z.enum(["caller", "store"]).default("caller"),
+});
+
 const RespDoorSchema = z.strictObject({
   /** The Redis-protocol listener for qless clients (`switchyard serve --resp-port`); off when null. */
   port: z.number().int().min(0).max(65535).nullable().default(null),
@@ -75,6 +84,7 @@ const RespDoorSchema = z.strictObject({
 
 const DoorsSchema = z.strictObject({
   resp: RespDoorSchema.default(RespDoorSchema.parse({})),
+  qless: QlessDoorSchema.default(QlessDoorSchema.parse({})),
   glidemq: GlidemqDoorSchema.default(GlidemqDoorSchema.parse({})),
   cloudq: CloudqDoorSchema.default(CloudqDoorSchema.parse({})),
   workerqueue: WorkerQueueDoorSchema.default(WorkerQueueDoorSchema.parse({})),

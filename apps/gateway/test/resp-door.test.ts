@@ -165,8 +165,10 @@ describe("the RESP door", () => {
     expect(queues.map((queue) => queue.name)).toContain("wide");
     expect(await redis.evalsha(QLESS_SHA, 0, "jobs", now(), "complete")).toContain("wide-1");
     await expect(redis.evalsha(QLESS_SHA, 0, "jobs", now(), "running")).rejects.toThrow('Jobs(): Arg "queue" missing');
-    await expect(redis.evalsha(QLESS_SHA, 0, "workers", now())).rejects.toThrow(
-      /needs a qless-redis backend; the gateway's only store is workerqueue-sql/,
+    // The workers the gateway saw pop, with the jobs they hold (w's only job is complete by now).
+    expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "workers", now())) as string)).toContainEqual({ name: "w", jobs: 0, stalled: 0 });
+    await expect(redis.evalsha(QLESS_SHA, 0, "stats", now(), "wide", 0)).rejects.toThrow(
+      /needs a qless-redis backend; queue wide is on workerqueue-sql/,
     );
   });
 

@@ -24,7 +24,7 @@ export const QLESS_STATE: Record<JobState, string> = {
   blocked: "depends",
 };
 
-type WorkerCommand = "Complete" | "Fail" | "Retry" | "Heartbeat";
+export type WorkerCommand = "Complete" | "Fail" | "Retry" | "Heartbeat";
 
 /** job.lua's messages, spacing included (Fail's first two lack a space there too). */
 const WORDS: Record<WorkerCommand, { missing: string; notRunning: string; otherWorker: string }> = {
@@ -37,6 +37,11 @@ const WORDS: Record<WorkerCommand, { missing: string; notRunning: string; otherW
   Retry: { missing: " does not exist", notRunning: " is not currently running: ", otherWorker: " has been given to another worker: " },
   Heartbeat: { missing: " does not exist", notRunning: " not currently running: ", otherWorker: " given out to another worker: " },
 };
+
+/** job.lua's refusal of a worker's command on a job in a state other than running (`stalled` after a timeout). */
+export function notRunning(command: WorkerCommand, jid: string, state: string): QlessCommandError {
+  return new QlessCommandError(command.toLowerCase(), `${command}(): Job ${jid}${WORDS[command].notRunning}${state}`);
+}
 
 /** The job under `jid` in `queue`; for Complete, which names a queue qless checks, also in another queue. */
 async function findJob(backend: Backend, queue: string, jid: string, command: WorkerCommand): Promise<Job | null> {

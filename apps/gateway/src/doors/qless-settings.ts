@@ -1,4 +1,5 @@
 import { QlessCommandError } from "@switchyard/core";
+import { QlessTimeouts, QlessTracked, QlessWorkers } from "./qless-state.js";
 
 /** qless's own defaults (qless-core's Qless.config.defaults), answered until a setting is made. */
 const QLESS_DEFAULTS: Readonly<Record<string, string | number>> = {
@@ -23,6 +24,16 @@ export const QLESS_CONFIG_COMMANDS = ["config.get", "config.set", "config.unset"
  */
 export class QlessSettings {
   readonly #set = new Map<string, string>();
+  /** qless's other global state, kept beside its settings for the same stores (qless-state.ts). */
+  readonly tracked = new QlessTracked();
+  readonly workers = new QlessWorkers();
+  readonly timeouts = new QlessTimeouts();
+
+  /** How long a worker not seen stays listed by `workers`: qless's `max-worker-age` (a day), in milliseconds. */
+  maxWorkerAgeMs(): number {
+    const seconds = Number(this.#value("max-worker-age") ?? 86400);
+    return (Number.isFinite(seconds) ? seconds : 86400) * 1000;
+  }
 
   /** How long a qless lock on a job of `queue` lasts, in milliseconds. */
   lockMs(queue: string): number {

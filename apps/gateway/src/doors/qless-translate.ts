@@ -1,158 +1,35 @@
+import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switchyard/core";
+import { callerClock } from "../caller-clock.js";
+import { type QlessArgs, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
 import {
-  type Backend,
-  type EnqueueInput,
-  type Job,
-  type JobEditing,
-  type JobState,
-  type Json,
-  NotFoundError,
-  QlessCommandError,
-  UnsupportedError,
-  hasJobEditing,
-  hasJobRemoval,
-} from "@switchyard/core";
-import { QLESS_STATE, asWorker } from "./qless-refusals.js";
+  type Handler,
+  type TranslatedNotes,
+  editable,
+  everyJob,
+  exhaustedGroup,
+  exhaustedMessage,
+  existing,
+  forgotten,
+  jobList,
+  jobsOfBackend,
+  refuseTimedOut,
+  remainingRetries,
+  unsupported,
+  viewOf,
+} from "./qless-jobs.js";
+import { asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
+import { STORE_COMMANDS } from "./qless-store-commands.js";
 
+export type { QlessArgs } from "./qless-args.js";
 /**
  * The qless core subset on a backend that is not qless-redis: each command becomes core operations
- * and its reply is shaped as the qless script shapes it, so a qless client cannot tell.
+ * and its reply is shaped as the qless script shapes it, so a qless client cannot tell. The job
+ * commands are here, the store-wide ones in qless-store-commands.ts.
  */
-
-/** qless `put` without `retries`: 5 retries, so 6 runs. */
-const DEFAULT_RETRIES = 5;
-
-type Arg = string | number;
-export type QlessArgs = Arg[];
-
-/** cjson encodes an empty Lua table as `{}`; qless clients expect that for empty lists. */
-const luaList = (items: string[]): string[] | Record<string, never> => (items.length > 0 ? items : {});
-const seconds = (ms: number) => Math.floor(ms / 1000);
-
-function qlessError(command: string, message: string): QlessCommandError {
-  return new QlessCommandError(command, message);
-}
-
-function required(command: string, func: string, args: QlessArgs, index: number, name: string): string {
-  const value = args[index];
-  if (value === undefined || value === "") throw qlessError(command, `${func}(): Arg "${name}" missing`);
-  return String(value);
-}
-
-function numeric(command: string, func: string, value: Arg | undefined, name: string): number {
-  const number = typeof value === "number" ? value : value === undefined || value.trim() === "" ? Number.NaN : Number(value);
-  if (!Number.isFinite(number)) throw qlessError(command, `${func}(): Arg "${name}" not a number: ${value ?? "nil"}`);
-  return number;
-}
-
-function jsonArg(command: string, func: string, value: Arg | undefined, name: string): Json {
-  try {
-    return JSON.parse(String(value ?? "")) as Json;
-  } catch {
-    throw qlessError(command, `${func}(): Arg "${name}" missing or not JSON: ${value ?? "nil"}`);
-  }
-}
-
-function stringList(command: string, func: string, value: Arg | undefined, name: string): string[] {
-  const parsed = jsonArg(command, func, value, name);
-  // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
-  if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
-  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string")) {
-    throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings: ${value}`);
-  }
-  return parsed as string[];
-}
-
-/** `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an EnqueueInput. */
-export function putInput(args: QlessArgs): EnqueueInput {
-  const jid = required("put", "Put", args, 2, "jid");
-  const klass = required("put", "Put", args, 3, "klass");
-  const data = jsonArg("put", "Put", args[4], "data");
-  const delay = numeric("put", "Put", args[5] ?? 0, "delay");
-  const options = args.slice(6);
-  if (options.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
-  const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: DEFAULT_RETRIES + 1 };
-  if (delay > 0) input.delay = Math.round(delay * 1000);
-  for (let i = 0; i < options.length; i += 2) {
-    const [key, value] = [String(options[i]), options[i + 1]];
-    // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
-    // non-defaults reach the backend, so a backend without tags still takes a plain put.
-    if (key === "priority") {
-      const priority = numeric("put", "Put", value, "priority");
-      if (priority !== 0) input.priority = priority;
-    } else if (key === "retries") {
-      input.maxAttempts = numeric("put", "Put", value, "retries") + 1;
-    } else if (key === "tags") {
-      const tags = stringList("put", "Put", value, "tags");
-      if (tags.length > 0) input.tags = tags;
-    } else if (key === "depends") {
-      const depends = stringList("put", "Put", value, "depends");
-      if (depends.length > 0) input.dependsOn = depends;
-    }
-  }
-  return input;
-}
-
-/**
- * qless spends a retry when a run ends in a retry or a lock expiry, not when a job is popped; core
- * counts runs. So a job waiting for another run has spent one per run so far, while a running or
- * finished job has not spent its current (last) run.
- */
-function remainingRetries(job: Job): number {
-  const pending = job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
-  return Math.max(0, job.maxAttempts - job.attempts - (pending ? 1 : 0));
-}
-
-/** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
-/** qless's failure for a job whose retries ran out in `queue`. */
-const exhaustedGroup = (queue: string) => `failed-retries-${queue}`;
-const exhaustedMessage = (queue: string) => `Job exhausted retries in queue "${queue}"`;
-
-export function qlessJob(job: Job): Record<string, unknown> {
-  const worker = job.lease?.worker ?? "";
-  const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
-  if (job.startedAt !== null) history.push({ when: seconds(job.startedAt), what: "popped", worker });
-  if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
-  if (job.finishedAt !== null && job.state === "failed") {
-    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "" });
-  }
-  // A retry given no reason keeps qless's exhaustion words ready (see `retry`); until the job has
-  // failed for good, qless shows no failure for it.
-  const unexplainedRetry =
-    job.state !== "failed" && job.error?.group === exhaustedGroup(job.queue) && job.error.message === exhaustedMessage(job.queue);
-  const failure =
-    job.error && !unexplainedRetry
-      ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
-      : {};
-  return {
-    jid: job.id,
-    klass: job.name,
-    // qless blanks the queue of a job that completed for good.
-    queue: job.state === "completed" ? "" : job.queue,
-    state: QLESS_STATE[job.state],
-    worker,
-    tracked: false,
-    priority: job.priority,
-    expires: job.lease ? job.lease.expiresAt / 1000 : 0,
-    retries: job.maxAttempts - 1,
-    remaining: remainingRetries(job),
-    data: JSON.stringify(job.data),
-    tags: luaList(job.tags),
-    history,
-    failure,
-    spawned_from_jid: false,
-    dependents: {},
-    dependencies: luaList(job.dependsOn),
-  };
-}
-
-/** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
-const forgotten = (job: Job) => job.state === "canceled";
-
-const jobList = (jobs: Job[]) => (jobs.length > 0 ? jobs.map(qlessJob) : {});
 
 /** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
-const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessArgs, settings: QlessSettings) => Promise<unknown>> = {
+const JOB_COMMANDS: Record<string, Handler> = {
   async put(backend, queue, args) {
     const input = putInput(args);
     const { job, created } = await backend.enqueue(queue, input);
@@ -164,28 +41,32 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const worker = required("pop", "Pop", args, 1, "worker");
     // qless has no default count: a pop or peek without one is its error, not one job.
     const count = numeric("pop", "Pop", args[2], "count");
-    if (count < 1) return {};
-    return jobList(await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: settings.lockMs(queue) }));
+    const jobs = count < 1 ? [] : await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: settings.lockMs(queue) });
+    // qless notes the worker as seen (`workers`) unless the queue is paused; a pop that got a job was not.
+    if (jobs.length > 0 || !(await backend.isPaused(queue))) settings.workers.seen(backend, worker, callerClock.now());
+    return jobList(jobs, viewOf(settings, backend));
   },
-  async peek(backend, queue, args) {
+  async peek(backend, queue, args, settings) {
     const count = numeric("peek", "Peek", args[1], "count");
     if (count < 1) return {};
     // qless's order, the claim order: higher priority first, then the earlier put.
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
-    return jobList(waiting.slice(0, Math.floor(count)));
+    return jobList(waiting.slice(0, Math.floor(count)), viewOf(settings, backend));
   },
-  async complete(backend, queue, args) {
+  async complete(backend, queue, args, settings) {
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
     if (args.length > 4) throw unsupported("complete with next/delay/depends", queue, backend);
+    await refuseTimedOut(backend, queue, jid, "Complete", settings);
     await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
     return "complete";
   },
-  async fail(backend, queue, args) {
+  async fail(backend, queue, args, settings) {
     const jid = required("fail", "Fail", args, 0, "jid");
     const worker = required("fail", "Fail", args, 1, "worker");
     const group = required("fail", "Fail", args, 2, "group");
     const message = required("fail", "Fail", args, 3, "message");
+    await refuseTimedOut(backend, queue, jid, "Fail", settings);
     await asWorker(backend, queue, "Fail", jid, worker, () =>
       backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
     );
@@ -194,20 +75,25 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
   async heartbeat(backend, queue, args, settings) {
     const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
     const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
+    await refuseTimedOut(backend, queue, jid, "Heartbeat", settings);
     const job = await asWorker(backend, queue, "Heartbeat", jid, worker, () =>
       backend.heartbeat(queue, jid, { worker, leaseMs: settings.lockMs(queue) }),
     );
+    settings.workers.seen(backend, worker, callerClock.now());
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
     return job.lease ? seconds(job.lease.expiresAt) : 0;
   },
-  async get(backend, queue, args) {
+  async get(backend, queue, args, settings) {
     const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
-    return job && !forgotten(job) ? qlessJob(job) : null;
+    return job && !forgotten(job) ? viewOf(settings, backend)(job) : null;
   },
-  async multiget(backend, queue, args) {
+  async multiget(backend, queue, args, settings) {
     // Missing jids are left out, as qless does.
     const jobs = await Promise.all(args.map((jid) => backend.get(queue, String(jid))));
-    return jobList(jobs.filter((job): job is Job => job !== null && !forgotten(job)));
+    return jobList(
+      jobs.filter((job): job is Job => job !== null && !forgotten(job)),
+      viewOf(settings, backend),
+    );
   },
   async cancel(backend, queue, args) {
     const jids = args.map(String);
@@ -220,10 +106,11 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     }
     return jids;
   },
-  async retry(backend, queue, args) {
+  async retry(backend, queue, args, settings) {
     const jid = required("retry", "Retry", args, 0, "jid");
     const worker = required("retry", "Retry", args, 2, "worker");
     const delay = numeric("retry", "Retry", args[3] ?? 0, "delay");
+    await refuseTimedOut(backend, queue, jid, "Retry", settings);
     const group = args[4] === undefined ? exhaustedGroup(queue) : String(args[4]);
     const message = args[5] === undefined ? exhaustedMessage(queue) : String(args[5]);
     const retryDelay = Math.max(0, Math.round(delay * 1000));
@@ -269,7 +156,7 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     }
     throw qlessError("tag", 'Tag(): First argument must be "add", "remove" or "get"');
   },
-  async jobs(backend, queue, args) {
+  async jobs(backend, queue, args, settings) {
     const type = required("jobs", "Jobs", args, 0, "state");
     if (type === "complete") {
       const [offset, count] = page("jobs", "Jobs", args[1], args[2]);
@@ -281,12 +168,16 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     }
     if (queue === "") required("jobs", "Jobs", args, 1, "queue");
     const [offset, count] = page("jobs", "Jobs", args[2], args[3]);
-    const now = Date.now();
+    // The qless caller's time when the door runs the command on it, as the backend's is.
+    const now = callerClock.now();
     const listed: Record<string, () => Promise<Job[]>> = {
       running: async () =>
         (await everyJob(backend, queue, "active")).filter((job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) > now),
+      // A job `timeout` took is qless's work again, neither running nor stalled.
       stalled: async () =>
-        (await everyJob(backend, queue, "active")).filter((job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) <= now),
+        (await everyJob(backend, queue, "active")).filter(
+          (job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) <= now && !settings.timeouts.stalled(backend, job),
+        ),
       scheduled: () => everyJob(backend, queue, "delayed"),
       depends: () => everyJob(backend, queue, "blocked"),
       // Recurring jobs are qless's own; no other store has them.
@@ -304,23 +195,25 @@ const TRANSLATED: Record<string, (backend: Backend, queue: string, args: QlessAr
     const counts = await backend.counts(queue);
     return counts.active + counts.waiting + counts.delayed;
   },
-  async queues(backend, queue, args) {
-    if (args.length > 0) return queueCounts(backend, queue);
+  async queues(backend, queue, args, settings) {
+    if (args.length > 0) return queueCounts(backend, queue, settings);
     // Without a queue: every queue of this backend, by name, as qless lists every queue it knows.
     const names = (await backend.queues()).sort();
-    return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name))) : {};
+    return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name, settings))) : {};
   },
 };
 
-async function queueCounts(backend: Backend, queue: string) {
+async function queueCounts(backend: Backend, queue: string, settings: QlessSettings) {
   const counts = await backend.counts(queue);
   const active = await everyJob(backend, queue, "active");
-  const stalled = active.filter((job) => job.lease !== null && job.lease.expiresAt <= Date.now()).length;
+  // A job `timeout` took counts as waiting, as qless puts it back in the queue's work.
+  const timedOut = active.filter((job) => settings.timeouts.stalled(backend, job)).length;
+  const stalled = active.filter((job) => job.lease !== null && job.lease.expiresAt <= callerClock.now()).length - timedOut;
   return {
     name: queue,
     paused: await backend.isPaused(queue),
-    waiting: counts.waiting,
-    running: counts.active - stalled,
+    waiting: counts.waiting + timedOut,
+    running: counts.active - stalled - timedOut,
     scheduled: counts.delayed,
     depends: counts.blocked,
     stalled,
@@ -328,65 +221,9 @@ async function queueCounts(backend: Backend, queue: string) {
   };
 }
 
-/** The most jobs a translated listing (peek, jobs, tag get/top) reads; qless keeps these in sorted sets, a core store must scan. */
-const SCAN_LIMIT = 10_000;
-
-/** Every job of a queue in one state, page by page, up to SCAN_LIMIT. */
-async function everyJob(backend: Backend, queue: string, state: JobState): Promise<Job[]> {
-  const jobs: Job[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await backend.list(queue, { state, limit: 500, ...(cursor ? { cursor } : {}) });
-    jobs.push(...page.items);
-    cursor = page.cursor ?? undefined;
-    if (jobs.length > SCAN_LIMIT) {
-      throw new UnsupportedError(
-        `more than ${SCAN_LIMIT} ${state} jobs in queue ${queue} on ${backend.kind}: too many to scan for a qless listing`,
-      );
-    }
-  } while (cursor);
-  return jobs;
-}
-
-/** Every job the backend holds, in every queue and state, oldest first (for the tag listings). */
-async function jobsOfBackend(backend: Backend): Promise<Job[]> {
-  const jobs: Job[] = [];
-  for (const queue of await backend.queues()) {
-    for (const state of Object.keys(QLESS_STATE) as JobState[]) jobs.push(...(await everyJob(backend, queue, state)));
-  }
-  return jobs.sort((a, b) => a.createdAt - b.createdAt);
-}
-
-/** qless's `offset` and `count` arguments (default 0 and 25). */
-function page(command: string, func: string, offset: Arg | undefined, count: Arg | undefined): [number, number] {
-  return [Math.max(0, numeric(command, func, offset ?? 0, "offset")), Math.max(0, numeric(command, func, count ?? 25, "count"))];
-}
-
-/** The backend's JobEditing, or a 501 naming what the store cannot do. */
-function editable(backend: Backend, queue: string, what: string): JobEditing {
-  if (hasJobEditing(backend) && backend.capabilities.editing) return backend;
-  throw new UnsupportedError(
-    `qless ${what} needs a backend that can change a job after enqueue; queue ${queue} is on ${backend.kind}, which cannot`,
-  );
-}
-
-/** A job the command names must exist: qless's `<Func>(): Job <jid> does not exist`. */
-async function existing<T>(pending: Promise<T | null>, func: string, jid: string): Promise<T> {
-  try {
-    const found = await pending;
-    if (found !== null) return found;
-  } catch (error) {
-    if (!(error instanceof NotFoundError)) throw error;
-  }
-  throw qlessError(func.toLowerCase(), `${func}(): Job ${jid} does not exist`);
-}
+const TRANSLATED: Record<string, Handler> = { ...JOB_COMMANDS, ...STORE_COMMANDS };
 
 export const TRANSLATED_COMMANDS = Object.keys(TRANSLATED);
-
-function unsupported(what: string, queue: string, backend: Backend): UnsupportedError {
-  const where = queue === "" ? `the gateway's only store is ${backend.kind}` : `queue ${queue} is on ${backend.kind}`;
-  return new UnsupportedError(`qless command ${what} needs a qless-redis backend; ${where}`);
-}
 
 /** Runs a qless command on a core backend, or answers UnsupportedError (501) naming the reason. */
 export async function runTranslated(
@@ -395,8 +232,9 @@ export async function runTranslated(
   command: string,
   args: QlessArgs,
   settings: QlessSettings,
+  notes: TranslatedNotes = {},
 ): Promise<unknown> {
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
   if (!handler) throw unsupported(command, queue, backend);
-  return handler(backend, queue, args, settings);
+  return handler(backend, queue, args, settings, notes);
 }

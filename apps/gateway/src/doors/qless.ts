@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { type Backend, type QlessCommands, QueueNameSchema, ValidationError, hasQlessCommands } from "@switchyard/core";
 import { type Access, requireAccess } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
+import { onQlessClock } from "../caller-clock.js";
 import { errorFormat, limitBody } from "../http.js";
 import type { QueueRouter } from "../router.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
@@ -35,7 +36,9 @@ const QlessBody = z
     now: z
       .union([z.number(), z.string()])
       .optional()
-      .describe("Float epoch seconds; the gateway's clock when absent. Only qless-redis backends see it."),
+      .describe(
+        "Float epoch seconds; the gateway's clock when absent. The command's time on every store (unless `doors.qless.clock` is `store`).",
+      ),
     queue: QueueNameSchema.optional().describe(
       "For commands that take only jids or nothing: a queue routed to the backend that runs them.",
     ),
@@ -120,6 +123,8 @@ const ADMIN_COMMANDS = new Set([
 /** The token access a qless command needs: read, write (what producers and workers do) or admin. */
 export function accessOf(command: string, args: QlessArgs): Access {
   if (READ_COMMANDS.has(command) || (command === "tag" && (args[0] === "get" || args[0] === "top"))) return "read";
+  // `track` alone lists the tracked jobs; `track track|untrack <jid>` marks one.
+  if (command === "track" && args.length === 0) return "read";
   return ADMIN_COMMANDS.has(command) ? "admin" : "write";
 }
 
@@ -180,8 +185,12 @@ export function isJsonReply(command: string, args: QlessArgs): boolean {
   return JSON_REPLIES.has(command) || (command === "config.get" && args.length === 0);
 }
 
-/** Commands that name no queue and no job when they ask about a whole store. */
-const STORE_WIDE_COMMANDS = new Set(["queues", "tag", "jobs", "workers", "failed"]);
+/**
+ * Commands that name no queue and no job when they ask about a whole store (`track` lists the
+ * tracked jobs, or finds its jid in any queue); `pause`, `unpause` and `worker.deregister` given
+ * nothing reach it too, to be refused in qless's words.
+ */
+const STORE_WIDE_COMMANDS = new Set(["queues", "tag", "jobs", "workers", "failed", "track", "worker.deregister", "pause", "unpause"]);
 
 const isConfigCommand = (command: string) => (QLESS_CONFIG_COMMANDS as readonly string[]).includes(command);
 
@@ -238,7 +247,7 @@ export function resolveTarget(
  */
 export const qlessDoor: Door = {
   name: "qless",
-  mount(app, { router, backends, qlessSettings }) {
+  mount(app, { router, backends, qlessSettings, config }) {
     const door = declaredDoor();
     door.use("*", errorFormat("native"), limitBody);
     const request = body(QlessBody, true);
@@ -266,7 +275,9 @@ export const qlessDoor: Door = {
             ? qlessSettings.run(command, args)
             : "qless" in target
               ? shapeReply(command, args, await target.qless.qless(command, now ?? Date.now() / 1000, ...args))
-              : await runTranslated(target.backend, target.queue, command, args, qlessSettings);
+              : await onQlessClock(config.doors.qless.clock, now, () =>
+                  runTranslated(target.backend, target.queue, command, args, qlessSettings),
+                );
         return c.json({ reply: reply as never }, 200);
       },
     );

@@ -1,6 +1,7 @@
 import { QlessCommandError, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
+import { type QlessClock, onQlessClock } from "../caller-clock.js";
 import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
 import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
@@ -46,12 +47,29 @@ export interface QlessCallContext {
   backends: Map<string, NamedBackend>;
   jids: JidQueues;
   qlessSettings: QlessSettings;
+  /** Whether translated commands run at the client's `now` (`caller`, the default) or the store's clock. */
+  qlessClock?: QlessClock;
   /** Throws AuthError when the connection's token may not run a command of this access on `queue`. */
   authorize(access: ReturnType<typeof accessOf>, queue?: string): void;
 }
 
+/** Commands whose first arguments are not a jid: a worker (`workers`), a failure group, a queue, a setting. */
+const NAME_NO_JOB = new Set([
+  "workers",
+  "worker.deregister",
+  "failed",
+  "queues",
+  "queue.forget",
+  "pause",
+  "unpause",
+  "config.get",
+  "config.set",
+  "config.unset",
+]);
+
 /** Where the jid sits among a command's args, for commands that name a job and no queue. */
 function jidOf(command: string, args: QlessArgs): string | undefined {
+  if (NAME_NO_JOB.has(command) || (command === "jobs" && args[0] === "complete")) return undefined;
   const at = command === "tag" || command === "track" ? 1 : 0;
   const value = args[at];
   return value === undefined || value === "" ? undefined : String(value);
@@ -143,14 +161,45 @@ function scriptError(error: unknown): RespError {
  * qless's `cancel jid...` off Redis: each jid on the store that holds it (found as for any jid), the
  * ones no store holds ignored, as qless ignores them; the reply is the jids given.
  */
-async function cancelEach(context: QlessCallContext, access: ReturnType<typeof accessOf>, jids: string[]): Promise<RespValue> {
+async function cancelEach(
+  context: QlessCallContext,
+  access: ReturnType<typeof accessOf>,
+  jids: string[],
+  now: string | undefined,
+): Promise<RespValue> {
   for (const jid of jids) {
     const queue = await context.jids.queueOf(jid);
     if (queue === undefined) continue;
     context.authorize(access, queue);
-    await runTranslated(context.router.resolve(queue).backend, queue, "cancel", [jid], context.qlessSettings);
+    await onQlessClock(context.qlessClock ?? "caller", now, () =>
+      runTranslated(context.router.resolve(queue).backend, queue, "cancel", [jid], context.qlessSettings),
+    );
   }
   return asScriptReply("cancel", jids, jids);
+}
+
+/**
+ * qless's `timeout jid...` off Redis: every jid found first (qless's words for the first one no store
+ * holds, before anything changes), then the jids of each queue timed out on its store.
+ */
+async function timeoutEach(
+  context: QlessCallContext,
+  access: ReturnType<typeof accessOf>,
+  jids: string[],
+  now: string | undefined,
+): Promise<RespValue> {
+  const byQueue = new Map<string, string[]>();
+  for (const jid of jids) {
+    const queue = await context.jids.queueOf(jid);
+    if (queue === undefined) throw missingJob("timeout", jids, jid);
+    context.authorize(access, queue);
+    byQueue.set(queue, [...(byQueue.get(queue) ?? []), jid]);
+  }
+  for (const [queue, some] of byQueue)
+    await onQlessClock(context.qlessClock ?? "caller", now, () =>
+      runTranslated(context.router.resolve(queue).backend, queue, "timeout", some, context.qlessSettings),
+    );
+  return null;
 }
 
 /** Runs one call of the script: `keys` must be empty, `argv` is `[command, now, ...args]`. */
@@ -166,7 +215,9 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     context.authorize(access);
     for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
     const named = queuesNamed(command, args);
-    if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String));
+    if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String), now);
+    if (command === "timeout" && args.length > 1 && !hasQlessStore(context))
+      return await timeoutEach(context, access, args.map(String), now);
     // One qless-redis store needs no queue to run a jid's command; anything else is found by the jid's queue.
     const oneQlessStore = context.backends.size === 1 && [...context.backends.values()].every(({ backend }) => hasQlessCommands(backend));
     const jid = named.length === 0 && !oneQlessStore ? jidOf(command, args) : undefined;
@@ -181,7 +232,16 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
         ? asScriptReply(command, args, context.qlessSettings.run(command, args))
         : "qless" in target
           ? ((await target.qless.qless(command, now ?? Date.now() / 1000, ...args)) as RespValue)
-          : asScriptReply(command, args, await runTranslated(target.backend, target.queue, command, args, context.qlessSettings));
+          : asScriptReply(
+              command,
+              args,
+              await onQlessClock(context.qlessClock ?? "caller", now, () =>
+                // A job requeue or unfail moved to another queue is found there next time.
+                runTranslated(target.backend, target.queue, command, args, context.qlessSettings, {
+                  moved: (moved, queue) => context.jids.remember(moved, queue),
+                }),
+              ),
+            );
     if (command === "put" && typeof reply === "string" && named[0] !== undefined) context.jids.remember(reply, named[0]);
     if (["pop", "peek", "get", "multiget"].includes(command)) context.jids.rememberReply(reply);
     return reply;

@@ -441,6 +441,7 @@ class RespConnection {
         backends: this.gateway.backends,
         jids: this.jids,
         qlessSettings: this.gateway.qlessSettings,
+        qlessClock: this.gateway.config.doors.qless.clock,
         authorize: (access, queue) => this.#authorize("qless", access, queue),
       },
       dialect,

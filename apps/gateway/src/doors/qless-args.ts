@@ -1,0 +1,102 @@
+import { type EnqueueInput, type Json, QlessCommandError } from "@switchyard/core";
+
+/**
+ * A qless command's arguments as qless's script reads them, and the Lua and Redis idioms of its
+ * replies and refusals, for the commands translated onto other stores (qless-translate.ts).
+ */
+
+/** qless `put` without `retries`: 5 retries, so 6 runs. */
+const DEFAULT_RETRIES = 5;
+
+export type Arg = string | number;
+export type QlessArgs = Arg[];
+
+/** cjson encodes an empty Lua table as `{}`; qless clients expect that for empty lists. */
+export const luaList = <T>(items: T[]): T[] | Record<string, never> => (items.length > 0 ? items : {});
+export const seconds = (ms: number) => Math.floor(ms / 1000);
+
+export function qlessError(command: string, message: string): QlessCommandError {
+  return new QlessCommandError(command, message);
+}
+
+export function required(command: string, func: string, args: QlessArgs, index: number, name: string): string {
+  const value = args[index];
+  if (value === undefined || value === "") throw qlessError(command, `${func}(): Arg "${name}" missing`);
+  return String(value);
+}
+
+export function numeric(command: string, func: string, value: Arg | undefined, name: string): number {
+  const number = typeof value === "number" ? value : value === undefined || value.trim() === "" ? Number.NaN : Number(value);
+  if (!Number.isFinite(number)) throw qlessError(command, `${func}(): Arg "${name}" not a number: ${value ?? "nil"}`);
+  return number;
+}
+
+function jsonArg(command: string, func: string, value: Arg | undefined, name: string): Json {
+  try {
+    return JSON.parse(String(value ?? "")) as Json;
+  } catch {
+    throw qlessError(command, `${func}(): Arg "${name}" missing or not JSON: ${value ?? "nil"}`);
+  }
+}
+
+function stringList(command: string, func: string, value: Arg | undefined, name: string): string[] {
+  const parsed = jsonArg(command, func, value, name);
+  // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
+  if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
+  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string")) {
+    throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings: ${value}`);
+  }
+  return parsed as string[];
+}
+
+/** `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an EnqueueInput. */
+export function putInput(args: QlessArgs): EnqueueInput {
+  const jid = required("put", "Put", args, 2, "jid");
+  const klass = required("put", "Put", args, 3, "klass");
+  const data = jsonArg("put", "Put", args[4], "data");
+  const delay = numeric("put", "Put", args[5] ?? 0, "delay");
+  const options = args.slice(6);
+  if (options.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
+  const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: DEFAULT_RETRIES + 1 };
+  if (delay > 0) input.delay = Math.round(delay * 1000);
+  for (let i = 0; i < options.length; i += 2) {
+    const [key, value] = [String(options[i]), options[i + 1]];
+    // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
+    // non-defaults reach the backend, so a backend without tags still takes a plain put.
+    if (key === "priority") {
+      const priority = numeric("put", "Put", value, "priority");
+      if (priority !== 0) input.priority = priority;
+    } else if (key === "retries") {
+      input.maxAttempts = numeric("put", "Put", value, "retries") + 1;
+    } else if (key === "tags") {
+      const tags = stringList("put", "Put", value, "tags");
+      if (tags.length > 0) input.tags = tags;
+    } else if (key === "depends") {
+      const depends = stringList("put", "Put", value, "depends");
+      if (depends.length > 0) input.dependsOn = depends;
+    }
+  }
+  return input;
+}
+
+/** Redis's refusal of a command qless calls with no members (`pause`, `unpause`, `worker.deregister` given nothing). */
+export const wrongArgs = (command: string) => qlessError(command, "Wrong number of args calling Redis command from script");
+
+/** Lua's `tonumber` of an argument, or the error `message()` names. */
+export function luaNumber(command: string, value: Arg, message: () => string): number {
+  const number = typeof value === "number" ? value : value.trim() === "" ? Number.NaN : Number(value);
+  if (!Number.isFinite(number)) throw qlessError(command, message());
+  return number;
+}
+
+/** Redis's LRANGE on a list: inclusive indexes, negative ones counted from the end. */
+export function listRange<T>(list: T[], start: number, stop: number): T[] {
+  const from = start < 0 ? Math.max(0, list.length + start) : start;
+  const to = stop < 0 ? list.length + stop : Math.min(stop, list.length - 1);
+  return from > to ? [] : list.slice(from, to + 1);
+}
+
+/** qless's `offset` and `count` arguments (default 0 and 25). */
+export function page(command: string, func: string, offset: Arg | undefined, count: Arg | undefined): [number, number] {
+  return [Math.max(0, numeric(command, func, offset ?? 0, "offset")), Math.max(0, numeric(command, func, count ?? 25, "count"))];
+}

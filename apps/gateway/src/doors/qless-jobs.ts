@@ -1,0 +1,253 @@
+import {
+  type Backend,
+  type EnqueueInput,
+  InvalidStateError,
+  type Job,
+  type JobEditing,
+  type JobState,
+  LeaseLostError,
+  NotFoundError,
+  UnsupportedError,
+  hasJobEditing,
+  hasJobRemoval,
+} from "@switchyard/core";
+import { callerClock } from "../caller-clock.js";
+import { type QlessArgs, luaList, qlessError, seconds } from "./qless-args.js";
+import { QLESS_STATE, type WorkerCommand, notRunning } from "./qless-refusals.js";
+import type { QlessSettings } from "./qless-settings.js";
+
+/**
+ * What the translated qless commands share: a core job as qless shows it (with what the gateway keeps
+ * about it), the scans of a store that stand in for qless's sorted sets, and the moves and lease
+ * changes qless makes in one script call and a core store makes in several.
+ */
+
+/**
+ * qless spends a retry when a run ends in a retry or a lock expiry, not when a job is popped; core
+ * counts runs. So a job waiting for another run has spent one per run so far, while a running or
+ * finished job has not spent its current (last) run.
+ */
+export function remainingRetries(job: Job): number {
+  const pending = job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
+  return Math.max(0, job.maxAttempts - job.attempts - (pending ? 1 : 0));
+}
+
+/** qless's failure for a job whose retries ran out in `queue`. */
+export const exhaustedGroup = (queue: string) => `failed-retries-${queue}`;
+export const exhaustedMessage = (queue: string) => `Job exhausted retries in queue "${queue}"`;
+
+/** What the gateway's own qless state (qless-state.ts) says of a job: tracked, or stalled by a `timeout`. */
+export interface QlessMarks {
+  tracked?: boolean;
+  stalled?: boolean;
+}
+
+/** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
+export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unknown> {
+  const worker = job.lease?.worker ?? "";
+  const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
+  if (job.startedAt !== null) history.push({ when: seconds(job.startedAt), what: "popped", worker });
+  if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
+  if (job.finishedAt !== null && job.state === "failed") {
+    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "" });
+  }
+  // A retry given no reason keeps qless's exhaustion words ready (see `retry`); until the job has
+  // failed for good, qless shows no failure for it.
+  const unexplainedRetry =
+    job.state !== "failed" && job.error?.group === exhaustedGroup(job.queue) && job.error.message === exhaustedMessage(job.queue);
+  const failure =
+    job.error && !unexplainedRetry
+      ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
+      : {};
+  return {
+    jid: job.id,
+    klass: job.name,
+    // qless blanks the queue of a job that completed for good.
+    queue: job.state === "completed" ? "" : job.queue,
+    // qless's timeout leaves a job `stalled`, lock gone and worker kept, until it is popped again.
+    state: marks.stalled ? "stalled" : QLESS_STATE[job.state],
+    worker,
+    tracked: marks.tracked ?? false,
+    priority: job.priority,
+    expires: job.lease && !marks.stalled ? job.lease.expiresAt / 1000 : 0,
+    retries: job.maxAttempts - 1,
+    remaining: remainingRetries(job),
+    data: JSON.stringify(job.data),
+    tags: luaList(job.tags),
+    history,
+    failure,
+    spawned_from_jid: false,
+    dependents: {},
+    dependencies: luaList(job.dependsOn),
+  };
+}
+
+/** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
+export const forgotten = (job: Job) => job.state === "canceled";
+
+type JobView = (job: Job) => Record<string, unknown>;
+
+/** A core job as qless shows it, with what the gateway keeps about it (tracked, timed out) for this backend. */
+export const viewOf =
+  (settings: QlessSettings, backend: Backend): JobView =>
+  (job) =>
+    qlessJob(job, { tracked: settings.tracked.has(backend, job.queue, job.id), stalled: settings.timeouts.stalled(backend, job) });
+
+export const jobList = (jobs: Job[], view: JobView) => (jobs.length > 0 ? jobs.map(view) : {});
+
+/**
+ * A worker's command on a job that `timeout` took from it and nobody popped since: qless's job is
+ * `stalled` then, and job.lua refuses it as not running.
+ */
+export async function refuseTimedOut(backend: Backend, queue: string, jid: string, command: WorkerCommand, settings: QlessSettings) {
+  if (!settings.timeouts.marked(backend, queue, jid)) return;
+  const job = await backend.get(queue, jid);
+  if (job && settings.timeouts.stalled(backend, job)) throw notRunning(command, jid, "stalled");
+}
+
+/** What a translated command tells its door beside its reply. */
+export interface TranslatedNotes {
+  /** The job `jid` now lives in `queue` (a requeue or unfail moved it there from another queue). */
+  moved?(jid: string, queue: string): void;
+}
+
+export type Handler = (
+  backend: Backend,
+  queue: string,
+  args: QlessArgs,
+  settings: QlessSettings,
+  notes: TranslatedNotes,
+) => Promise<unknown>;
+
+/** The failure group qless files a failed job under. */
+export const failureGroup = (job: Job) => job.error?.group ?? "";
+
+/**
+ * Every failed job of the backend, newest failure first, as qless's `ql:f:<group>` lists hold them
+ * (LPUSH at each failure). Jobs that failed in the same millisecond keep the store's listing order
+ * reversed, the later row first.
+ */
+export async function failedJobs(backend: Backend): Promise<Job[]> {
+  const jobs: Job[] = [];
+  for (const queue of await backend.queues()) jobs.push(...(await everyJob(backend, queue, "failed")).reverse());
+  return jobs.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0));
+}
+
+/** Every active job of the backend, in every queue. */
+export async function activeJobs(backend: Backend): Promise<Job[]> {
+  const jobs: Job[] = [];
+  for (const queue of await backend.queues()) jobs.push(...(await everyJob(backend, queue, "active")));
+  return jobs;
+}
+
+/** The job under `jid` in another queue of the backend than `queue` (qless's jids are global), or null. */
+export async function elsewhere(backend: Backend, queue: string, jid: string): Promise<Job | null> {
+  for (const other of await backend.queues()) {
+    const job = other === queue ? null : await backend.get(other, jid);
+    if (job && !forgotten(job)) return job;
+  }
+  return null;
+}
+
+/** The most jobs a translated listing (peek, jobs, tag get/top) reads; qless keeps these in sorted sets, a core store must scan. */
+const SCAN_LIMIT = 10_000;
+
+/** Every job of a queue in one state, page by page, up to SCAN_LIMIT. */
+export async function everyJob(backend: Backend, queue: string, state: JobState): Promise<Job[]> {
+  const jobs: Job[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await backend.list(queue, { state, limit: 500, ...(cursor ? { cursor } : {}) });
+    jobs.push(...page.items);
+    cursor = page.cursor ?? undefined;
+    if (jobs.length > SCAN_LIMIT) {
+      throw new UnsupportedError(
+        `more than ${SCAN_LIMIT} ${state} jobs in queue ${queue} on ${backend.kind}: too many to scan for a qless listing`,
+      );
+    }
+  } while (cursor);
+  return jobs;
+}
+
+/** Every job the backend holds that qless would, in every queue and state, oldest first (for the tag listings). */
+export async function jobsOfBackend(backend: Backend): Promise<Job[]> {
+  const jobs: Job[] = [];
+  // A canceled job is one qless deleted, and took out of its tags.
+  const states = (Object.keys(QLESS_STATE) as JobState[]).filter((state) => state !== "canceled");
+  for (const queue of await backend.queues()) {
+    for (const state of states) jobs.push(...(await everyJob(backend, queue, state)));
+  }
+  // As a tag's sorted set orders them: by put time, ties by jid.
+  return jobs.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/**
+ * Ends a job's lease at once, as qless's `timeout` takes the lock: a heartbeat by its holder giving a
+ * lease that ran out a moment before the command's time, so the next reserve hands the job out again
+ * (expired leases first, as qless pops a timed-out job first). A store whose clock the gateway does not
+ * set answers a lease 1 ms long, which is waited out.
+ */
+export async function expireLease(backend: Backend, job: Job): Promise<Job> {
+  const worker = job.lease?.worker ?? "";
+  const now = callerClock.now();
+  let expired: Job;
+  try {
+    expired = await callerClock.run(now - 2, () => backend.heartbeat(job.queue, job.id, { worker, leaseMs: 1 }));
+  } catch (error) {
+    // Finished or handed to another worker since it was read: no longer the running job qless would time out.
+    if (error instanceof NotFoundError || error instanceof LeaseLostError || error instanceof InvalidStateError) {
+      throw qlessError("timeout", `Timeout(): Job ${job.id} not running`);
+    }
+    throw error;
+  }
+  const wait = (expired.lease?.expiresAt ?? 0) - callerClock.now() + 1;
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 10)));
+  return expired;
+}
+
+/** What moving `job` into `queue` needs: editing when the queue holds the jid already, removal when the job is finished. */
+export function moveable(backend: Backend, job: Job, queue: string, inTarget: Job | null): void {
+  if (inTarget) editable(backend, queue, "move of a jid into a queue that holds it");
+  if ((job.state === "completed" || job.state === "failed") && !hasJobRemoval(backend)) {
+    throw new UnsupportedError(
+      `qless's move of a ${job.state} job into another queue needs a backend that can remove jobs; queue ${job.queue} is on ${backend.kind}, which cannot`,
+    );
+  }
+}
+
+/**
+ * qless moves a jid between queues when it is put into another one; here the job is put in `queue`
+ * under the same jid first, then taken out of its old queue (canceled, or removed once finished), so
+ * a failure between the two leaves it in both rather than in neither.
+ */
+export async function moveJob(backend: Backend, job: Job, queue: string, input: EnqueueInput, inTarget: Job | null): Promise<void> {
+  moveable(backend, job, queue, inTarget);
+  const { created } = await backend.enqueue(queue, { ...input, id: job.id });
+  if (!created) await editable(backend, queue, "move of a jid into a queue that holds it").replace(queue, job.id, input);
+  if ((job.state === "completed" || job.state === "failed") && hasJobRemoval(backend)) await backend.remove(job.queue, [job.id]);
+  else await backend.cancel(job.queue, job.id);
+}
+
+/** The backend's JobEditing, or a 501 naming what the store cannot do. */
+export function editable(backend: Backend, queue: string, what: string): JobEditing {
+  if (hasJobEditing(backend) && backend.capabilities.editing) return backend;
+  throw new UnsupportedError(
+    `qless ${what} needs a backend that can change a job after enqueue; queue ${queue} is on ${backend.kind}, which cannot`,
+  );
+}
+
+/** A job the command names must exist: qless's `<Func>(): Job <jid> does not exist`. */
+export async function existing<T>(pending: Promise<T | null>, func: string, jid: string): Promise<T> {
+  try {
+    const found = await pending;
+    if (found !== null) return found;
+  } catch (error) {
+    if (!(error instanceof NotFoundError)) throw error;
+  }
+  throw qlessError(func.toLowerCase(), `${func}(): Job ${jid} does not exist`);
+}
+
+export function unsupported(what: string, queue: string, backend: Backend): UnsupportedError {
+  const where = queue === "" ? `the gateway's only store is ${backend.kind}` : `queue ${queue} is on ${backend.kind}`;
+  return new UnsupportedError(`qless command ${what} needs a qless-redis backend; ${where}`);
+}

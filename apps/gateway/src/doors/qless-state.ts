@@ -1,0 +1,126 @@
+import type { Backend, Job } from "@switchyard/core";
+
+/**
+ * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
+ * qless-redis (see QlessSettings, which holds one of each): the tracked jobs (`ql:tracked`), the
+ * workers seen (`ql:workers`), and the jobs a `timeout` took from their worker (qless's `stalled`
+ * state). One set per backend and per gateway process, in memory: not shared with other gateways,
+ * not kept across a restart. A job is named by its queue and jid, since a jid is unique per queue on
+ * these stores.
+ */
+
+/** The most entries one backend's registry keeps; the oldest go first (qless's keys have no bound). */
+const MOST_ENTRIES = 100_000;
+
+const keyOf = (queue: string, jid: string) => `${queue}\u0000${jid}`;
+
+function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: Backend): Map<string, T> {
+  let map = maps.get(backend);
+  if (!map) {
+    map = new Map();
+    maps.set(backend, map);
+  }
+  return map;
+}
+
+/** Adds an entry as the newest, dropping the oldest beyond MOST_ENTRIES. */
+function setNewest<T>(map: Map<string, T>, key: string, value: T): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MOST_ENTRIES) map.delete(map.keys().next().value as string);
+}
+
+export interface TrackedJob {
+  queue: string;
+  jid: string;
+  /** When `track` was asked, epoch ms. */
+  at: number;
+}
+
+/** qless's `ql:tracked`: jobs a client asked to follow (`track track <jid>`). */
+export class QlessTracked {
+  readonly #jobs = new WeakMap<Backend, Map<string, TrackedJob>>();
+
+  /** true when the job was not tracked yet, as ZADD answers 1. */
+  track(backend: Backend, queue: string, jid: string, at: number): boolean {
+    const jobs = perBackend(this.#jobs, backend);
+    if (jobs.has(keyOf(queue, jid))) return false;
+    setNewest(jobs, keyOf(queue, jid), { queue, jid, at });
+    return true;
+  }
+
+  /** true when the job was tracked, as ZREM answers 1. */
+  untrack(backend: Backend, queue: string, jid: string): boolean {
+    return perBackend(this.#jobs, backend).delete(keyOf(queue, jid));
+  }
+
+  has(backend: Backend, queue: string, jid: string): boolean {
+    return this.#jobs.get(backend)?.has(keyOf(queue, jid)) ?? false;
+  }
+
+  /** Every tracked job, in ZRANGE's order: tracked earlier first, then by jid. */
+  list(backend: Backend): TrackedJob[] {
+    return [...(this.#jobs.get(backend)?.values() ?? [])].sort((a, b) => a.at - b.at || compare(a.jid, b.jid));
+  }
+}
+
+/** Redis's order of sorted-set members with equal scores: by their bytes. */
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** qless's `ql:workers`: each worker that popped (from a queue that was not paused) or heartbeat, with when it was last seen. */
+export class QlessWorkers {
+  readonly #seen = new WeakMap<Backend, Map<string, number>>();
+
+  seen(backend: Backend, worker: string, at: number): void {
+    setNewest(perBackend(this.#seen, backend), worker, at);
+  }
+
+  deregister(backend: Backend, workers: string[]): void {
+    const seen = this.#seen.get(backend);
+    for (const worker of workers) seen?.delete(worker);
+  }
+
+  /**
+   * The workers seen after `now - maxAgeMs`, most recently seen first (ties: later name first, as
+   * ZREVRANGE); older ones are forgotten, as qless's `workers` prunes them.
+   */
+  known(backend: Backend, now: number, maxAgeMs: number): string[] {
+    const seen = this.#seen.get(backend);
+    if (!seen) return [];
+    for (const [worker, at] of seen) if (at <= now - maxAgeMs) seen.delete(worker);
+    return [...seen].sort((a, b) => b[1] - a[1] || compare(b[0], a[0])).map(([worker]) => worker);
+  }
+}
+
+/**
+ * Jobs a `timeout` took from their worker. On a core store the lease is made to expire at once (the
+ * next reserve hands the job out again, expired leases first); until then qless shows the job as
+ * `stalled`, not running, and refuses its old worker. A mark holds while the job keeps the very lease
+ * it was given; a new lease (the job popped again) or any other change ends it.
+ */
+export class QlessTimeouts {
+  readonly #marks = new WeakMap<Backend, Map<string, { worker: string; expiresAt: number }>>();
+
+  mark(backend: Backend, job: Job): void {
+    if (job.lease) setNewest(perBackend(this.#marks, backend), keyOf(job.queue, job.id), { ...job.lease });
+  }
+
+  /** Whether qless would call this job `stalled`: timed out and not handed out since. */
+  stalled(backend: Backend, job: Job): boolean {
+    const marks = this.#marks.get(backend);
+    const mark = marks?.get(keyOf(job.queue, job.id));
+    if (!mark) return false;
+    if (job.state === "active" && job.lease?.worker === mark.worker && job.lease.expiresAt === mark.expiresAt) return true;
+    marks?.delete(keyOf(job.queue, job.id));
+    return false;
+  }
+
+  /** Whether any job of `queue` and `jid` may carry a mark (a cheap test before reading the job). */
+  marked(backend: Backend, queue: string, jid: string): boolean {
+    return this.#marks.get(backend)?.has(keyOf(queue, jid)) ?? false;
+  }
+
+  clear(backend: Backend, queue: string, jid: string): void {
+    this.#marks.get(backend)?.delete(keyOf(queue, jid));
+  }
+}
