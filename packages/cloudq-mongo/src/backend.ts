@@ -1,9 +1,10 @@
 import {
   type Backend,
   type Capabilities,
+  type CompleteOptions,
   DEFAULT_LEASE_MS,
   type EnqueueInput,
-  type Job,
+  type EnqueueResult,
   type JobEventFeed,
   type ReserveOptions,
   ValidationError,
@@ -11,14 +12,14 @@ import {
   normalizeEnqueueInput,
 } from "@switchyard/core";
 import { MongoClient } from "mongodb";
-import { forgetCandidates } from "./candidates.js";
+import { type AddedJob, forgetCandidates, releaseAll } from "./candidates.js";
 import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
 import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
 import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames } from "./reads.js";
-import { claimJobs } from "./reserve.js";
+import { type ClaimRequest, completeAndClaim, notePaused, reserveJobs } from "./reserve.js";
 import { type Store, guarded } from "./store.js";
 import { cancel, complete, fail, heartbeat, removeJobs, setProgress } from "./transitions.js";
 
@@ -56,6 +57,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     paused: db.collection(layout.pausedCollection),
     claims: db.collection(layout.claimsCollection),
     layout,
+    now: options.clock ?? Date.now,
   };
   let readyOnce: Promise<void> | undefined;
 
@@ -76,7 +78,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     return guarded(what, operation);
   };
 
-  const reserve = async (queue: string, reserveOptions: ReserveOptions): Promise<Job[]> => {
+  const claimRequest = (reserveOptions: ReserveOptions): ClaimRequest => {
     const count = reserveOptions.count ?? 1;
     const leaseMs = reserveOptions.leaseMs ?? DEFAULT_LEASE_MS;
     if (!Number.isInteger(count) || count < 1 || count > MAX_RESERVE_COUNT) {
@@ -87,9 +89,12 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     if (typeof reserveOptions.worker !== "string" || reserveOptions.worker === "") {
       throw new ValidationError("cloudq-mongo: reserve needs a worker name");
     }
-    if (await store.paused.findOne({ _id: queue })) return [];
-    return claimJobs(store, queue, { worker: reserveOptions.worker, count, leaseMs });
+    return { worker: reserveOptions.worker, count, leaseMs };
   };
+
+  /** New jobs that sort after every pooled candidate leave the pool as it is (candidates.ts). */
+  const added = (results: EnqueueResult[]): AddedJob[] =>
+    results.map(({ job }) => ({ runnable: job.state === "waiting", priority: job.priority, createdAt: job.createdAt }));
 
   return guardBackend("cloudq-mongo", {
     kind: "cloudq-mongo",
@@ -97,27 +102,36 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     ...cloudqEventFeed(store, ready),
     ready,
     async close() {
+      // Tokens taken ahead for reserves that will not come now are given back at once.
+      await releaseAll(store).catch(() => undefined);
       if (owned) await client.close();
     },
     enqueue: (queue, input: EnqueueInput) =>
       run("enqueue", async () => {
         const normalized = normalizeEnqueueInput(input);
-        forgetCandidates(store, queue);
-        return enqueueOne(store, queue, normalized);
+        const result = await enqueueOne(store, queue, normalized);
+        forgetCandidates(store, queue, added([result]));
+        return result;
       }),
     enqueueBulk: async (queue, inputs) => {
       if (!Array.isArray(inputs)) throw new ValidationError("cloudq-mongo: enqueueBulk takes an array of jobs");
       const normalized = inputs.map((input) => normalizeEnqueueInput(input));
-      forgetCandidates(store, queue);
-      return run("enqueueBulk", () => enqueueMany(store, queue, normalized));
+      return run("enqueueBulk", async () => {
+        const results = await enqueueMany(store, queue, normalized);
+        forgetCandidates(store, queue, added(results));
+        return results;
+      });
     },
-    reserve: (queue, reserveOptions) => run("reserve", () => reserve(queue, reserveOptions)),
+    reserve: (queue, reserveOptions) => run("reserve", async () => reserveJobs(store, queue, claimRequest(reserveOptions))),
     heartbeat: (queue, id, beat) => run("heartbeat", () => heartbeat(store, queue, id, beat)),
     complete: (queue, id, done) => run("complete", () => complete(store, queue, id, done)),
+    completeAndReserve: (queue, id, done: CompleteOptions, next: ReserveOptions) =>
+      run("completeAndReserve", async () => completeAndClaim(store, queue, id, done ?? {}, claimRequest(next))),
     fail: (queue, id, failure) =>
       run("fail", async () => {
-        forgetCandidates(store, queue);
-        return fail(store, queue, id, failure);
+        const job = await fail(store, queue, id, failure);
+        forgetCandidates(store, queue, added([{ job, created: false }]));
+        return job;
       }),
     cancel: (queue, id) => run("cancel", () => cancel(store, queue, id)),
     remove: (queue: string, ids: string[]) => run("remove", () => removeJobs(store, queue, ids)),
@@ -129,18 +143,23 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     queues: () => run("queues", () => queueNames(store)),
     pause: (queue) =>
       run("pause", async () => {
-        await store.paused.updateOne({ _id: queue }, { $setOnInsert: { pausedAt: new Date() } }, { upsert: true });
+        await store.paused.updateOne({ _id: queue }, { $setOnInsert: { pausedAt: new Date(store.now()) } }, { upsert: true });
+        notePaused(store, queue, true);
       }),
     resume: (queue) =>
       run("resume", async () => {
         await store.paused.deleteOne({ _id: queue });
+        notePaused(store, queue, false);
       }),
     isPaused: (queue) => run("isPaused", async () => (await store.paused.countDocuments({ _id: queue }, { limit: 1 })) > 0),
     export: (queue, page = {}) => run("export", () => pageJobs(store, { queue }, page.limit, page.cursor)),
     import: (queue, jobs) =>
       run("import", async () => {
-        forgetCandidates(store, queue);
-        return importJobs(store, queue, jobs);
+        try {
+          return await importJobs(store, queue, jobs);
+        } finally {
+          forgetCandidates(store, queue);
+        }
       }),
   });
 }

@@ -1,4 +1,5 @@
-import { type DocumentId, NATIVE } from "./document.js";
+import type { AnyBulkWriteOperation } from "mongodb";
+import { type CloudqDocument, type DocumentId, NATIVE } from "./document.js";
 import { jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
@@ -30,7 +31,7 @@ export async function releaseIfReady(store: Store, queue: string, child: { _id: 
   const { stateField } = store.layout;
   const result = await store.jobs.updateOne(
     { _id: child._id, [stateField]: NATIVE.blocked },
-    update({ $set: { [stateField]: NATIVE.queued, updated_at: new Date() } }),
+    update({ $set: { [stateField]: NATIVE.queued, updated_at: new Date(store.now()) } }),
   );
   return result.modifiedCount > 0;
 }
@@ -44,4 +45,25 @@ export async function releaseDependents(store: Store, queue: string, id: string)
   for (const dependent of dependents) {
     await releaseIfReady(store, queue, { _id: dependent._id, parents: dependent.switchyard?.dependsOn ?? [] });
   }
+}
+
+/**
+ * A field no document holds: the dependents probe `$unset`s it, so the statement matches the
+ * blocked dependents of a completed job and changes nothing.
+ */
+const PROBE_FIELD = "switchyard.dependentsProbe";
+
+/**
+ * An update statement that finds whether `id` (just completed) has blocked dependents without a
+ * command of its own: it rides in the update command of the completion or of the next claims,
+ * after the completion, and matches them without modifying anything, so the command's matched
+ * count exceeds its modified count by their number. Only then does releaseDependents() run.
+ */
+export function dependentsProbe(store: Store, queue: string, id: string): AnyBulkWriteOperation<CloudqDocument> {
+  return {
+    updateMany: {
+      filter: { queue, [store.layout.stateField]: NATIVE.blocked, "switchyard.dependsOn": id },
+      update: update({ $unset: { [PROBE_FIELD]: "" } }),
+    },
+  };
 }

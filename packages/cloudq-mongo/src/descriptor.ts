@@ -9,6 +9,6 @@ export const cloudqAdapter = defineAdapter({
   optionsSchema: LayoutOptionsSchema.extend({
     url: z.string().regex(/^mongodb(\+srv)?:\/\//, "a mongodb:// or mongodb+srv:// connection string"),
   }),
-  create: (options) => createCloudqBackend(options),
+  create: (options, host) => createCloudqBackend({ ...options, ...(host?.clock ? { clock: host.clock } : {}) }),
   nativeKey: "cloudq",
 });

@@ -182,7 +182,7 @@ async function insertJob(
   queue: string,
   input: NormalizedEnqueueInput,
 ): Promise<{ result: EnqueueResult; written?: DocumentId }> {
-  const now = Date.now();
+  const now = store.now();
   const source = sourceOfInput(input, now);
   if (input.uniqueKey !== undefined) source.extras.uniqueSlot = uniqueSlot(queue, input.uniqueKey);
   const blocked = input.dependsOn.length > 0 && (await unfinishedParents(store, queue, input.dependsOn)).length > 0;
@@ -209,7 +209,7 @@ async function insertJob(
  * jobs with an id, a unique key or parents are inserted one by one, as enqueue() does.
  */
 export async function enqueueMany(store: Store, queue: string, inputs: NormalizedEnqueueInput[]): Promise<EnqueueResult[]> {
-  const now = Date.now();
+  const now = store.now();
   const documents = inputs.map(
     (input) => ({ _id: new ObjectId(), ...buildDocument(store, queue, sourceOfInput(input, now)) }) as CloudqDocument,
   );

@@ -23,15 +23,17 @@ export const LayoutOptionsSchema = z.strictObject({
   /** Side collection of short-lived claim tokens that make reserve exclusive on any server (see reserve.ts). */
   claimsCollection: z.string().min(1).default("cloudq.claims"),
   /**
-   * Guard each claim with a token insert. Needed where findAndModify is not atomic (FerretDB 1.x);
-   * on MongoDB findOneAndUpdate is atomic on its own and this may be turned off to save two round trips.
+   * Guard each claim with a token insert. Needed where updates are not atomic (FerretDB 1.x); on
+   * MongoDB an update is atomic on its own and this may be turned off to save the token inserts.
    */
   claimTokens: z.boolean().default(true),
   /**
-   * How long the extra candidates of one sorted find may serve later reserves of this backend. A
-   * job that becomes runnable through another process (enqueued there with a higher priority, a
-   * lease or a delay running out) may wait this long behind older candidates; 0 keeps the order
-   * strict at the price of one sorted find per reserve().
+   * How long the candidates of one sorted find may serve the reserves of this backend (a pool per
+   * queue, whose claim tokens are taken a few at a time ahead of the reserves): a reserve then
+   * costs the pause check and the claim, two commands. A job that becomes runnable through another
+   * process (enqueued there with a higher priority, a lease or a delay running out) may wait this
+   * long behind older candidates; 0 keeps the order strict at the price of a sorted find and a
+   * token insert per reserve().
    */
   candidateTtlMs: z.number().int().nonnegative().default(0),
   stateField: z.enum(STATE_FIELDS).default("queue_state"),
@@ -43,12 +45,19 @@ export const LayoutOptionsSchema = z.strictObject({
 export type CloudqLayoutOptions = z.input<typeof LayoutOptionsSchema>;
 export type ResolvedLayout = z.output<typeof LayoutOptionsSchema> & { database: string };
 
-/** Either a connection string (the backend owns and closes the client) or a client the caller owns. */
-export type CloudqBackendOptions = CloudqLayoutOptions & ({ url: string; client?: never } | { client: MongoClient; url?: never });
+/**
+ * Either a connection string (the backend owns and closes the client) or a client the caller owns;
+ * `clock` is the current time in epoch ms (default `Date.now`) for what the documents record and for
+ * what is due, delayed or expired (no update takes the server's time).
+ */
+export type CloudqBackendOptions = CloudqLayoutOptions & { clock?: () => number } & (
+    | { url: string; client?: never }
+    | { client: MongoClient; url?: never }
+  );
 
 /** Validates everything but the connection; bad configuration is a ValidationError before any I/O. */
 export function resolveLayout(options: CloudqBackendOptions): ResolvedLayout {
-  const { url, client, ...layout } = options;
+  const { url, client, clock: _clock, ...layout } = options;
   if ((url === undefined) === (client === undefined)) {
     throw new ValidationError("cloudq-mongo: pass exactly one of `url` or `client`");
   }

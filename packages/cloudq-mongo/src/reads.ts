@@ -19,7 +19,7 @@ const MAX_PAGE = 1000;
 
 export async function getJob(store: Store, queue: string, id: string): Promise<Job | null> {
   const document = await store.jobs.findOne(jobFilter(queue, id));
-  return document ? documentToJob(document, store.layout.stateField) : null;
+  return document ? documentToJob(document, store.layout.stateField, store.now()) : null;
 }
 
 /** The documents of these ids in a queue, by id: a caller-chosen id wins over an `_id` of the same spelling. */
@@ -36,13 +36,13 @@ export async function getJobs(store: Store, queue: string, ids: string[]): Promi
   const byId = await documentsOf(store, queue, ids);
   return ids.map((id) => {
     const document = byId.get(id);
-    return document ? documentToJob(document, store.layout.stateField) : null;
+    return document ? documentToJob(document, store.layout.stateField, store.now()) : null;
   });
 }
 
 /** One countDocuments per state, each served by the (queue, state, ...) index. */
 export async function countJobs(store: Store, queue: string): Promise<JobCounts> {
-  const now = Date.now();
+  const now = store.now();
   const counts = emptyCounts();
   const states = Object.keys(counts) as JobState[];
   await Promise.all(
@@ -81,7 +81,7 @@ export async function pageJobs(
     .limit(limit + 1)
     .toArray();
   const page = documents.slice(0, limit);
-  const now = Date.now();
+  const now = store.now();
   const last = page.at(-1);
   return {
     items: page.map((document) => documentToJob(document, store.layout.stateField, now)),
@@ -113,7 +113,7 @@ function afterId(after: { _id: DocumentId }): Record<string, unknown> {
 }
 
 export function listFilter(store: Store, queue: string, state: JobState): Record<string, unknown> | null {
-  return stateFilter(queue, store.layout.stateField, state, Date.now());
+  return stateFilter(queue, store.layout.stateField, state, store.now());
 }
 
 export async function queueNames(store: Store): Promise<string[]> {

@@ -1,14 +1,15 @@
-import type { Job } from "@switchyard/core";
-import { type Candidate, keepUnused, readCandidates, spreadAfterLostRace } from "./candidates.js";
-import { NATIVE, documentToJob } from "./document.js";
-import { idOf, isDuplicateKey } from "./ids.js";
+import type { CompleteOptions, CompletedAndNext, Job } from "@switchyard/core";
+import { type AnyBulkWriteOperation, ObjectId } from "mongodb";
+import { type Candidate, type PoolHandle, closePool, giveBack, openPool, releaseHeld, takeCandidates, tokenUsable } from "./candidates.js";
+import { dependentsProbe, releaseDependents } from "./dependencies.js";
+import { type CloudqDocument, NATIVE, documentToJob } from "./document.js";
+import { forgetHanded, rememberHanded } from "./handed.js";
 import { claimableFilter } from "./queries.js";
 import { type Store, update } from "./store.js";
+import { type LeadCompletion, completedJob, completionStatement, refusedFirstStatement, writeCompletion } from "./transitions.js";
 
-/** A bound on re-reads when every candidate went to another reserver; each round claims or sees fewer jobs. */
-const MAX_ROUNDS = 200;
-/** A claim token older than this was left by a reserver that died mid-claim (a claim takes milliseconds). */
-const STALE_TOKEN_MS = 30_000;
+/** A bound on rounds of claims when claims keep missing (each round claims or drops candidates). */
+const MAX_ROUNDS = 50;
 
 export interface ClaimRequest {
   worker: string;
@@ -17,106 +18,303 @@ export interface ClaimRequest {
 }
 
 /**
- * Claims up to `count` jobs in reserve order. Candidates come from a sorted find (candidates.ts),
- * then each is claimed by ONE findOneAndUpdate whose filter is the whole claimable condition
- * (queued and due, or reserved with an expired lease), the candidate's `_id` and the attempt count
- * it was read with. A reserver that loses a candidate to another moves on to the next one.
+ * reserve(): the pause check and, at the same time, candidates with their tokens (both usually in
+ * hand or one round trip away), then ONE update command claiming them (claimWrite). A queue seen
+ * paused is checked before anything else is done for it.
  */
-export async function claimJobs(store: Store, queue: string, request: ClaimRequest): Promise<Job[]> {
-  const { claimTokens } = store.layout;
-  if (claimTokens) await sweepTokens(store);
-  const claimed: Job[] = [];
-  for (let round = 0; round < MAX_ROUNDS && claimed.length < request.count; round++) {
-    const candidates = await readCandidates(store, queue, request.count - claimed.length);
-    const { list } = candidates;
-    if (list.length === 0) break;
-    let next = 0;
-    while (next < list.length && claimed.length < request.count) {
-      const batch = list.slice(next, next + request.count - claimed.length);
-      next += batch.length;
-      const won = claimTokens ? await takeTokens(store, batch) : batch;
-      if (won.length < batch.length) spreadAfterLostRace(list, next, batch.length);
-      for (const candidate of won) {
-        const job = await claimOne(store, queue, candidate, request);
-        if (job) claimed.push(job);
-        else if (claimTokens) await store.claims.deleteOne({ _id: tokenOf(candidate) });
-      }
-    }
-    keepUnused(store, queue, candidates, next);
-  }
-  return claimed;
-}
-
-/**
- * Claim tokens, when `claimTokens` is on: before its findOneAndUpdate, a reserver inserts
- * `{_id: "<job _id>:<attempt>"}` into the claims collection. Only one reserver can insert a given
- * token (the `_id` index is unique on every server), so only one is ever inside the
- * findOneAndUpdate for that attempt of that job. That keeps a job from being handed out twice on
- * servers whose findAndModify reads and then writes in two steps (FerretDB 1.x does); on MongoDB,
- * whose findOneAndUpdate is atomic by itself, it is an extra guard that may be turned off.
- *
- * After a successful claim the token is left in place (the job's attempt count has moved past
- * it, so it can never block anyone); after a failed one it is removed. Tokens are swept once they
- * are STALE_TOKEN_MS old, which also clears one left by a reserver that died mid-claim.
- */
-function tokenOf(candidate: Candidate): string {
-  return `${idOf({ _id: candidate._id })}:${(candidate.switchyard?.attempts ?? 0) + 1}`;
-}
-
-/** Inserts the batch's tokens in one unordered insertMany and returns the candidates whose token it won. */
-async function takeTokens(store: Store, batch: Candidate[]): Promise<Candidate[]> {
-  const at = new Date();
+export async function reserveJobs(store: Store, queue: string, request: ClaimRequest): Promise<Job[]> {
+  const handle = openPool(store, queue);
   try {
-    await store.claims.insertMany(
-      batch.map((candidate) => ({ _id: tokenOf(candidate), at })),
-      { ordered: false },
-    );
-    return batch;
-  } catch (error) {
-    const lost = new Set(duplicateIndexes(error));
-    return batch.filter((_, index) => !lost.has(index));
+    const gate = isPaused(store, queue);
+    const prepared = candidatesUnlessPaused(store, handle, request.count, gate);
+    const [paused, candidates] = await settled(store, handle, gate, prepared);
+    if (paused) {
+      giveBack(store, handle, candidates);
+      return [];
+    }
+    return (await claimNext(store, handle, request, candidates)).jobs;
+  } finally {
+    closePool(store, handle);
   }
 }
 
-/** The positions of a bulk insert that hit a unique index; any other failure is rethrown. */
-function duplicateIndexes(error: unknown): number[] {
-  const writeErrors = (error as { writeErrors?: unknown }).writeErrors;
-  const list = Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : [];
-  if (list.length === 0 || list.some((entry) => !isDuplicateKey(entry))) throw error;
-  return list.map((entry) => (entry as { index: number }).index);
+/**
+ * completeAndReserve(). In `mark-deleted` mode, for a job this backend handed out: the pause check
+ * and the next candidates (usually in hand), then ONE update command holding the completion, the
+ * claims of the next jobs and the probe for the completed job's blocked dependents; a completion
+ * that command refuses claims nothing (see completionStatement) and is made again the ordinary
+ * way, which says why. Otherwise (`remove` mode deletes, and a delete cannot share a command with
+ * updates): the completion write (the same one complete() makes), the pause check and the next
+ * candidates in parallel, then ONE update command holding the claims and the probe. A refused
+ * completion claims nothing and throws what complete() throws; the candidates taken meanwhile go
+ * back to the pool.
+ */
+export async function completeAndClaim(
+  store: Store,
+  queue: string,
+  id: string,
+  options: CompleteOptions,
+  request: ClaimRequest,
+): Promise<CompletedAndNext> {
+  const handle = openPool(store, queue);
+  try {
+    const lead = completionStatement(store, queue, id, options);
+    if (lead) {
+      const gate = isPaused(store, queue);
+      const prepared = candidatesUnlessPaused(store, handle, request.count, gate);
+      const [paused, candidates] = await settled(store, handle, gate, prepared);
+      if (paused) giveBack(store, handle, candidates);
+      const first = paused ? [] : candidates;
+      const fused = await claimNext(store, handle, request, first, { lead });
+      forgetHanded(store, queue, id);
+      if (fused.completed) {
+        if (fused.dependents) await releaseDependents(store, queue, fused.completed.id);
+        return { completed: completedJob(store, fused.completed.written, options), next: fused.jobs };
+      }
+      // The held document was stale or the job is no longer this worker's: nothing was claimed.
+      giveBack(store, handle, first);
+    }
+    const completion = writeCompletion(store, queue, id, options);
+    const gate = isPaused(store, queue);
+    const prepared = candidatesUnlessPaused(store, handle, request.count, gate);
+    const [written, pause, next] = await Promise.allSettled([completion, gate, prepared]);
+    const candidates = next.status === "fulfilled" ? next.value : [];
+    if (written.status === "rejected" || "refused" in written.value) {
+      giveBack(store, handle, candidates);
+      throw written.status === "rejected" ? written.reason : (written.value as { refused: Error }).refused;
+    }
+    const completed = completedJob(store, written.value, options);
+    const problem = pause.status === "rejected" ? pause.reason : next.status === "rejected" ? next.reason : undefined;
+    if (problem !== undefined || (pause.status === "fulfilled" && pause.value) || candidates.length === 0) {
+      giveBack(store, handle, candidates);
+      await releaseDependents(store, queue, completed.id);
+      if (problem !== undefined) throw problem;
+      return { completed, next: [] };
+    }
+    const claimed = await claimNext(store, handle, request, candidates, { probeFor: completed.id });
+    if (claimed.dependents) await releaseDependents(store, queue, completed.id);
+    return { completed, next: claimed.jobs };
+  } finally {
+    closePool(store, handle);
+  }
 }
 
-const lastSweep = new WeakMap<Store, number>();
-
-async function sweepTokens(store: Store): Promise<void> {
-  const now = Date.now();
-  if (now - (lastSweep.get(store) ?? 0) < STALE_TOKEN_MS / 2) return;
-  lastSweep.set(store, now);
-  await store.claims.deleteMany({ at: { $lt: new Date(now - STALE_TOKEN_MS) } });
+/** What the first write of claimNext also carries: a completion to lead it, or the probe of one already made. */
+interface FirstWrite {
+  lead?: (now: number) => LeadCompletion;
+  probeFor?: string;
 }
 
 /**
- * ONE atomic findOneAndUpdate per job: its filter is the whole claimable condition (queued and
- * due, or reserved with an expired lease) plus the candidate's `_id` and the attempt count it was
- * read with, so the server re-checks everything as it marks the document, whatever any other
- * reserver (Switchyard or a legacy server) did since the candidate was read.
+ * Claims `candidates`, then, while fewer than `count` jobs are claimed, takes more candidates and
+ * claims again, until the pool has none. The first write also carries `first.lead` (then
+ * `completed` says whether it took; if not, nothing was claimed) or the dependents probe of
+ * `first.probeFor` (`dependents` says whether the completed job has blocked dependents).
  */
-async function claimOne(store: Store, queue: string, candidate: Candidate, request: ClaimRequest): Promise<Job | null> {
+async function claimNext(
+  store: Store,
+  handle: PoolHandle,
+  request: ClaimRequest,
+  firstCandidates: Candidate[],
+  first: FirstWrite = {},
+): Promise<{ jobs: Job[]; dependents: boolean; completed?: LeadCompletion }> {
+  const jobs: Job[] = [];
+  const outcome = await claimWrite(store, handle.queue, firstCandidates, request, first);
+  if (outcome.refused) return { jobs, dependents: false };
+  jobs.push(...outcome.claimed);
+  if (outcome.missed.length > 0) releaseHeld(store, outcome.missed);
+  // No candidates to begin with (nothing claimable, or the queue is paused): none are sought.
+  for (let round = 1; round < MAX_ROUNDS && firstCandidates.length > 0 && jobs.length < request.count; round++) {
+    const candidates = await takeCandidates(store, handle, request.count - jobs.length);
+    if (candidates.length === 0) break;
+    const more = await claimWrite(store, handle.queue, candidates, request);
+    jobs.push(...more.claimed);
+    if (more.missed.length > 0) releaseHeld(store, more.missed);
+  }
+  return { jobs, dependents: outcome.dependents, ...(outcome.completed ? { completed: outcome.completed } : {}) };
+}
+
+/**
+ * ONE update command (a bulkWrite of update statements) holding a guarded claim per candidate:
+ * its filter is the whole claimable condition (queued and due, or reserved with an expired lease)
+ * plus the candidate's `_id`, the attempt count and `updated_at` it was read with (and, for an
+ * expired lease, the progress), so the server re-checks everything as it marks the document,
+ * whatever any other reserver (Switchyard or a legacy server) did since the candidate was read,
+ * and a claimed document is exactly its candidate plus the claim's changes. The command may be
+ * led by a completion (`first.lead`, which stops it when refused) and ends with the completed
+ * job's dependents probe (dependencies.ts).
+ *
+ * Servers answer an update command with totals only (FerretDB 1.x and MongoDB alike; no per
+ * statement counts), but every statement here that matches modifies its document (a claim
+ * increments the attempts, a completion sets the state) except the probe, which modifies nothing:
+ * the modified count says how many claims took (all, none, or else one find says which), and
+ * matched minus modified counts the blocked dependents.
+ */
+async function claimWrite(
+  store: Store,
+  queue: string,
+  all: Candidate[],
+  request: ClaimRequest,
+  first: FirstWrite = {},
+): Promise<{ claimed: Job[]; missed: Candidate[]; dependents: boolean; completed?: LeadCompletion; refused?: true }> {
   const { stateField } = store.layout;
-  const now = Date.now();
-  const document = await store.jobs.findOneAndUpdate(
-    { ...claimableFilter(queue, stateField, now), _id: candidate._id, "switchyard.attempts": candidate.switchyard?.attempts ?? null },
-    update({
-      $set: {
-        [stateField]: NATIVE.reserved,
-        updated_at: new Date(now),
-        "switchyard.lease": { worker: request.worker, expiresAt: now + request.leaseMs },
+  // A token is used only while no sweeper can have removed it, and a job is claimed once per write.
+  const seen = new Set<string>();
+  const stale: Candidate[] = [];
+  const candidates = all.filter((candidate) => {
+    const key = candidate.token?.id ?? idKey(candidate.doc._id);
+    if (seen.has(key) || !tokenUsable(store, candidate)) {
+      if (!seen.has(key)) stale.push(candidate);
+      return false;
+    }
+    seen.add(key);
+    return true;
+  });
+  if (stale.length > 0) releaseHeld(store, stale);
+  const now = store.now();
+  const lead = first.lead?.(now);
+  const probeFor = lead?.id ?? first.probeFor;
+  if (candidates.length === 0 && probeFor === undefined) return { claimed: [], missed: [], dependents: false };
+  const lease = { worker: request.worker, expiresAt: now + request.leaseMs };
+  const changes = update({
+    $set: { [stateField]: NATIVE.reserved, updated_at: new Date(now), "switchyard.lease": lease, "switchyard.startedAt": now },
+    $inc: { "switchyard.attempts": 1 },
+    $unset: { "switchyard.runAt": "" },
+  });
+  const statements: AnyBulkWriteOperation<CloudqDocument>[] = lead ? [lead.statement] : [];
+  for (const candidate of candidates) {
+    statements.push({ updateOne: { filter: claimFilter(store, queue, candidate.doc, now), update: changes } });
+  }
+  if (probeFor !== undefined) statements.push(dependentsProbe(store, queue, probeFor));
+  let result: { matchedCount: number; modifiedCount: number };
+  try {
+    result = await store.jobs.bulkWrite(statements, { ordered: true });
+  } catch (error) {
+    // The lead completion matched nothing and stopped the command before any claim.
+    if (lead && refusedFirstStatement(error)) return { claimed: [], missed: [], dependents: false, refused: true };
+    throw error;
+  }
+  // Every statement that matched modified its document, but the probe's, which modifies nothing.
+  const took = result.modifiedCount - (lead ? 1 : 0);
+  const dependents = result.matchedCount > result.modifiedCount;
+  let won: Set<Candidate>;
+  if (took >= candidates.length) won = new Set(candidates);
+  else if (took <= 0) won = new Set();
+  else won = await whichClaimed(store, queue, candidates, lease, now);
+  const claimed: Job[] = [];
+  for (const candidate of candidates) {
+    if (!won.has(candidate)) continue;
+    const document = claimedDocument(store, candidate.doc, lease, now);
+    const job = documentToJob(document, stateField, now);
+    rememberHanded(store, queue, job.id, document);
+    claimed.push(job);
+  }
+  const missed = candidates.filter((candidate) => !won.has(candidate));
+  return { claimed, missed, dependents, ...(lead ? { completed: lead } : {}) };
+}
+
+function claimFilter(store: Store, queue: string, document: CloudqDocument, now: number): Record<string, unknown> {
+  const { stateField } = store.layout;
+  const extras = document.switchyard;
+  const filter: Record<string, unknown> = {
+    ...claimableFilter(queue, stateField, now),
+    _id: document._id,
+    "switchyard.attempts": extras?.attempts ?? null,
+    updated_at: document.updated_at ?? null,
+  };
+  // An expired lease's former holder may still report progress (which does not set updated_at).
+  if (document[stateField] === NATIVE.reserved) {
+    filter["switchyard.progress"] = extras?.progress ?? null;
+    filter["switchyard.progressJson"] = extras?.progressJson ?? null;
+  }
+  return filter;
+}
+
+/** The candidate document as the claim left it (the same changes the claim's update makes). */
+function claimedDocument(
+  store: Store,
+  document: CloudqDocument,
+  lease: { worker: string; expiresAt: number },
+  now: number,
+): CloudqDocument {
+  const { runAt: _runAt, ...extras } = document.switchyard ?? {};
+  return {
+    ...document,
+    [store.layout.stateField]: NATIVE.reserved,
+    updated_at: new Date(now),
+    switchyard: { ...extras, lease, startedAt: now, attempts: (extras.attempts ?? 0) + 1 },
+  };
+}
+
+/** Some claims of a write took and some did not: the documents that carry this write's lease are ours. */
+async function whichClaimed(
+  store: Store,
+  queue: string,
+  candidates: Candidate[],
+  lease: { worker: string; expiresAt: number },
+  now: number,
+): Promise<Set<Candidate>> {
+  const mine = await store.jobs
+    .find(
+      {
+        queue,
+        _id: { $in: candidates.map((candidate) => candidate.doc._id) },
+        [store.layout.stateField]: NATIVE.reserved,
+        "switchyard.lease.worker": lease.worker,
+        "switchyard.lease.expiresAt": lease.expiresAt,
         "switchyard.startedAt": now,
-      },
-      $inc: { "switchyard.attempts": 1 },
-      $unset: { "switchyard.runAt": "" },
-    }),
-    { returnDocument: "after" },
-  );
-  return document ? documentToJob(document, stateField, now) : null;
+      } as Record<string, unknown>,
+      { projection: { _id: 1 } },
+    )
+    .toArray();
+  return new Set(candidates.filter((candidate) => mine.some((document) => sameId(document._id, candidate.doc._id))));
+}
+
+function idKey(id: unknown): string {
+  return `${typeof id}:${id instanceof ObjectId ? id.toHexString() : String(id)}`;
+}
+
+function sameId(a: unknown, b: unknown): boolean {
+  if (a instanceof ObjectId || b instanceof ObjectId) return a instanceof ObjectId && b instanceof ObjectId && a.equals(b);
+  return a === b;
+}
+
+/** Queues this backend last saw paused: their next reserve checks the pause before anything else. */
+const seenPaused = new WeakMap<Store, Set<string>>();
+
+export function notePaused(store: Store, queue: string, paused: boolean): void {
+  let queues = seenPaused.get(store);
+  if (!queues) {
+    if (!paused) return;
+    queues = new Set();
+    seenPaused.set(store, queues);
+  }
+  if (paused) queues.add(queue);
+  else queues.delete(queue);
+}
+
+/** One findOne by `_id` on the pause collection, checked by every reserve (see README: pause). */
+async function isPaused(store: Store, queue: string): Promise<boolean> {
+  const paused = (await store.paused.findOne({ _id: queue }, { projection: { _id: 1 } })) !== null;
+  notePaused(store, queue, paused);
+  return paused;
+}
+
+/** The candidates, read at the same time as the pause check; after it for a queue last seen paused. */
+function candidatesUnlessPaused(store: Store, handle: PoolHandle, count: number, gate: Promise<boolean>): Promise<Candidate[]> {
+  if (!seenPaused.get(store)?.has(handle.queue)) return takeCandidates(store, handle, count);
+  return gate.then((paused) => (paused ? [] : takeCandidates(store, handle, count)));
+}
+
+/** Waits for both; on a failure of either, candidates taken meanwhile go back to the pool. */
+async function settled(
+  store: Store,
+  handle: PoolHandle,
+  gate: Promise<boolean>,
+  prepared: Promise<Candidate[]>,
+): Promise<[boolean, Candidate[]]> {
+  const [pause, next] = await Promise.allSettled([gate, prepared]);
+  if (pause.status === "fulfilled" && next.status === "fulfilled") return [pause.value, next.value];
+  if (next.status === "fulfilled") giveBack(store, handle, next.value);
+  throw pause.status === "rejected" ? pause.reason : (next as PromiseRejectedResult).reason;
 }

@@ -10,6 +10,8 @@ export interface Store {
   /** Claim tokens `{_id: "<job _id>:<attempt>", at}`; see reserve.ts. Empty between claims. */
   readonly claims: Collection<{ _id: string; at: Date }>;
   readonly layout: ResolvedLayout;
+  /** The backend's clock (the `clock` option): epoch ms. */
+  readonly now: () => number;
 }
 
 /** Network and server-selection failures become BackendUnavailableError naming the operation; typed errors pass through. */

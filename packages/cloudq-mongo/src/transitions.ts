@@ -12,9 +12,11 @@ import {
   ValidationError,
   backoffDelay,
 } from "@switchyard/core";
-import { UNFINISHED, releaseDependents } from "./dependencies.js";
+import { type AnyBulkWriteOperation, ObjectId } from "mongodb";
+import { UNFINISHED, dependentsProbe, releaseDependents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, documentToJob, jsonFields } from "./document.js";
-import { idOf, jobFilter } from "./ids.js";
+import { forgetHanded, handedDocument, refreshHanded } from "./handed.js";
+import { asObjectId, idOf, jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
 type Filter = Record<string, unknown>;
@@ -41,7 +43,18 @@ async function refusal(
   what: string,
   notActive: "invalid" | "lease",
 ): Promise<Error> {
-  const document = await store.jobs.findOne(jobFilter(queue, id));
+  return refusalOf(await store.jobs.findOne(jobFilter(queue, id)), store, queue, id, worker, what, notActive);
+}
+
+function refusalOf(
+  document: CloudqDocument | null,
+  store: Store,
+  queue: string,
+  id: string,
+  worker: string | undefined,
+  what: string,
+  notActive: "invalid" | "lease",
+): Error {
   if (!document) return new NotFoundError(`cloudq-mongo: no job ${id} in queue ${queue}`, { queue, id });
   const state = document[store.layout.stateField];
   if (state !== NATIVE.reserved) {
@@ -72,7 +85,7 @@ function checkLeaseMs(leaseMs: number): void {
 export async function heartbeat(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   checkLeaseMs(leaseMs);
-  const now = Date.now();
+  const now = store.now();
   const progress = options.progress !== undefined ? jsonFields("progress", options.progress) : { set: {}, unset: {} };
   const set: Filter = { "switchyard.lease.expiresAt": now + leaseMs, ...progress.set };
   const changes = Object.keys(progress.unset).length > 0 ? { $set: set, $unset: progress.unset } : { $set: set };
@@ -80,15 +93,17 @@ export async function heartbeat(store: Store, queue: string, id: string, options
     returnDocument: "after",
   });
   if (!after) throw await refusal(store, queue, id, options.worker, "heartbeat", "lease");
+  refreshHanded(store, queue, id, after);
   return documentToJob(after, store.layout.stateField, now);
 }
 
 export async function setProgress(store: Store, queue: string, id: string, options: { worker?: string; progress: Json }): Promise<Job> {
-  const now = Date.now();
+  const now = store.now();
   const filter = heldFilter(store, queue, id, options.worker);
   const { set, unset } = jsonFields("progress", options.progress);
   const after = await store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: unset }), { returnDocument: "after" });
   if (!after) throw await refusal(store, queue, id, options.worker, "report progress on", "invalid");
+  refreshHanded(store, queue, id, after);
   return documentToJob(after, store.layout.stateField, now);
 }
 
@@ -99,22 +114,167 @@ export async function setProgress(store: Store, queue: string, id: string, optio
  * sets the state to `deleted` as the Ruby server does, and keeps the result.
  */
 export async function complete(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
-  const { stateField, completion } = store.layout;
-  const now = Date.now();
-  const filter = heldFilter(store, queue, id, options.worker);
-  let document: CloudqDocument | null;
-  if (completion === "remove") {
-    document = await store.jobs.findOneAndDelete(filter);
-  } else {
-    const result = options.result !== undefined ? jsonFields("result", options.result) : { set: {}, unset: {} };
-    const set: Filter = { [stateField]: NATIVE.deleted, updated_at: new Date(now), "switchyard.finishedAt": now, ...result.set };
-    const unset = { ...FINISHED_UNSET, ...result.unset };
-    document = await store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: unset }), { returnDocument: "after" });
+  const lead = completionStatement(store, queue, id, options);
+  if (lead) {
+    // One update command: the completion and the probe for its blocked dependents.
+    const fused = lead(store.now());
+    try {
+      const result = await store.jobs.bulkWrite([fused.statement, dependentsProbe(store, queue, fused.id)], { ordered: true });
+      forgetHanded(store, queue, id);
+      if (result.matchedCount > result.modifiedCount) await releaseDependents(store, queue, fused.id);
+      return completedJob(store, fused.written, options);
+    } catch (error) {
+      if (!refusedFirstStatement(error)) throw error;
+      forgetHanded(store, queue, id);
+    }
   }
-  if (!document) throw await refusal(store, queue, id, options.worker, "complete", "invalid");
-  const job = documentToJob(document, stateField, now);
+  const written = await writeCompletion(store, queue, id, options);
+  if ("refused" in written) throw written.refused;
+  const job = completedJob(store, written, options);
   await releaseDependents(store, queue, job.id);
-  const result = completion === "remove" ? null : (options.result ?? job.result);
+  return job;
+}
+
+/** The completion as one update statement, and the document it leaves (see completionStatement). */
+export interface LeadCompletion {
+  statement: AnyBulkWriteOperation<CloudqDocument>;
+  written: { document: CloudqDocument; now: number };
+  /** The completed job's id. */
+  id: string;
+}
+
+/**
+ * A path no upsert can create: the filter's `queue` is a string, so an insert that would set
+ * `queue.<this>` fails (MongoDB and FerretDB answer code 28, "Cannot create field ... in element").
+ */
+const NEVER_INSERTED = "queue.switchyardNeverInserted";
+
+/**
+ * In `mark-deleted` mode, the completion of a job this backend handed out (handed.ts) as ONE update
+ * statement that can lead an update command: an update answers no document, so the completed job
+ * is answered from the handed-out one, and the filter pins every field that can change while the
+ * job is held (its holder, attempt and progress), so a stale or lost job matches nothing. A
+ * statement that matches nothing must stop the command, so that the claims after it do not run:
+ * it is an upsert whose insert always fails (NEVER_INSERTED, and the `_id` of a job that exists),
+ * which ends an ordered command with a write error at its first statement, on MongoDB and on
+ * FerretDB alike (whose update commands stop at the first error); nothing after it has run, and
+ * the caller then completes the ordinary way, which also says why it was refused.
+ * Undefined when the completion cannot go this way (`remove` mode deletes; a job this backend did
+ * not hand out; another worker named).
+ */
+export function completionStatement(
+  store: Store,
+  queue: string,
+  id: string,
+  options: CompleteOptions,
+): ((now: number) => LeadCompletion) | undefined {
+  const { stateField, completion } = store.layout;
+  if (completion !== "mark-deleted") return undefined;
+  const held = handedDocument(store, queue, id);
+  const extras = held?.switchyard ?? {};
+  const worker = extras.lease?.worker;
+  if (!held || worker === undefined || (options.worker !== undefined && options.worker !== worker)) return undefined;
+  const filter: Filter = {
+    _id: held._id,
+    queue,
+    [stateField]: NATIVE.reserved,
+    "switchyard.lease.worker": worker,
+    "switchyard.attempts": extras.attempts ?? null,
+    "switchyard.progress": extras.progress ?? null,
+    "switchyard.progressJson": extras.progressJson ?? null,
+  };
+  return (now) => {
+    const { set, unset } = completionChanges(store, options, now);
+    return {
+      statement: {
+        updateOne: { filter, update: update({ $set: set, $unset: unset, $setOnInsert: { [NEVER_INSERTED]: true } }), upsert: true },
+      },
+      written: { document: withChanges(held, set, unset), now },
+      id: idOf(held),
+    };
+  };
+}
+
+/** Whether a command failed at its first statement only (a lead completion that matched nothing): nothing else ran. */
+export function refusedFirstStatement(error: unknown): boolean {
+  const writeErrors = (error as { writeErrors?: unknown }).writeErrors;
+  const list = (Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : []) as Array<{ index?: number; code?: number }>;
+  return list.length > 0 && list.every((entry) => entry.index === 0 && (entry.code === 28 || entry.code === 11000));
+}
+
+/** A document with `$set` and `$unset` of top-level and `switchyard.<field>` paths applied, as the server applies them. */
+function withChanges(document: CloudqDocument, set: Filter, unset: Filter): CloudqDocument {
+  const next: CloudqDocument = { ...document };
+  const extras: Record<string, unknown> = { ...(document.switchyard ?? {}) };
+  for (const [path, value] of Object.entries(set)) {
+    if (path.startsWith("switchyard.")) extras[path.slice("switchyard.".length)] = value;
+    else next[path] = value;
+  }
+  for (const path of Object.keys(unset)) {
+    if (path.startsWith("switchyard.")) delete extras[path.slice("switchyard.".length)];
+    else delete next[path];
+  }
+  next.switchyard = extras as CloudqDocument["switchyard"];
+  return next;
+}
+
+export type CompletionWrite = { document: CloudqDocument; now: number } | { refused: Error };
+
+/**
+ * The completion write of complete() and completeAndReserve(), one findAndModify that answers the
+ * document. An id that is an ObjectId's hex string is first tried as the `_id` itself, which every
+ * server finds by its `_id` index (FerretDB evaluates the `$or` of jobFilter over the whole queue);
+ * when that misses, the one read that explains a refusal also finds a job whose id is kept in
+ * `switchyard.id`, which is then completed by its own `_id`.
+ */
+export async function writeCompletion(store: Store, queue: string, id: string, options: CompleteOptions): Promise<CompletionWrite> {
+  const written = await completionOrRefusal(store, queue, id, options);
+  if (!("refused" in written)) forgetHanded(store, queue, id);
+  return written;
+}
+
+async function completionOrRefusal(store: Store, queue: string, id: string, options: CompleteOptions): Promise<CompletionWrite> {
+  const now = store.now();
+  const guess = asObjectId(id);
+  if (guess) {
+    const document = await completionWrite(store, { _id: guess, queue }, options, now);
+    if (document) return { document, now };
+  } else {
+    const document = await completionWrite(store, jobFilter(queue, id), options, now);
+    if (document) return { document, now };
+  }
+  const current = await store.jobs.findOne(jobFilter(queue, id));
+  const held =
+    current?.[store.layout.stateField] === NATIVE.reserved &&
+    (options.worker === undefined || current.switchyard?.lease?.worker === options.worker);
+  if (guess && current && held && !(current._id instanceof ObjectId && current._id.equals(guess))) {
+    const document = await completionWrite(store, { _id: current._id, queue }, options, now);
+    if (document) return { document, now };
+  }
+  return { refused: refusalOf(current, store, queue, id, options.worker, "complete", "invalid") };
+}
+
+async function completionWrite(store: Store, which: Filter, options: CompleteOptions, now: number): Promise<CloudqDocument | null> {
+  const { stateField, completion } = store.layout;
+  const filter: Filter = { ...which, [stateField]: NATIVE.reserved };
+  if (options.worker !== undefined) filter["switchyard.lease.worker"] = options.worker;
+  if (completion === "remove") return store.jobs.findOneAndDelete(filter);
+  const { set, unset } = completionChanges(store, options, now);
+  return store.jobs.findOneAndUpdate(filter, update({ $set: set, $unset: unset }), { returnDocument: "after" });
+}
+
+/** What a `mark-deleted` completion sets and unsets. */
+function completionChanges(store: Store, options: CompleteOptions, now: number): { set: Filter; unset: Filter } {
+  const result = options.result !== undefined ? jsonFields("result", options.result) : { set: {}, unset: {} };
+  const set: Filter = { [store.layout.stateField]: NATIVE.deleted, updated_at: new Date(now), "switchyard.finishedAt": now, ...result.set };
+  return { set, unset: { ...FINISHED_UNSET, ...result.unset } };
+}
+
+/** The completed job as complete() answers it. */
+export function completedJob(store: Store, written: { document: CloudqDocument; now: number }, options: CompleteOptions): Job {
+  const { document, now } = written;
+  const job = documentToJob(document, store.layout.stateField, now);
+  const result = store.layout.completion === "remove" ? null : (options.result ?? job.result);
   return { ...job, state: "completed", lease: null, runAt: null, finishedAt: now, result };
 }
 
@@ -127,8 +287,9 @@ const MAX_FAIL_ROUNDS = 5;
  */
 export async function fail(store: Store, queue: string, id: string, options: FailOptions): Promise<Job> {
   const { stateField } = store.layout;
+  forgetHanded(store, queue, id);
   for (let round = 0; round < MAX_FAIL_ROUNDS; round++) {
-    const now = Date.now();
+    const now = store.now();
     const current = await store.jobs.findOne(heldFilter(store, queue, id, options.worker));
     if (!current) throw await refusal(store, queue, id, options.worker, "fail", "invalid");
     const extras = current.switchyard ?? {};
@@ -161,7 +322,8 @@ export async function fail(store: Store, queue: string, id: string, options: Fai
 /** Withdraws a queued, blocked or reserved job; its worker's later complete() is refused. */
 export async function cancel(store: Store, queue: string, id: string): Promise<void> {
   const { stateField } = store.layout;
-  const now = Date.now();
+  forgetHanded(store, queue, id);
+  const now = store.now();
   const result = await store.jobs.updateOne(
     { ...jobFilter(queue, id), [stateField]: { $in: UNFINISHED } },
     update({ $set: { [stateField]: NATIVE.canceled, updated_at: new Date(now), "switchyard.finishedAt": now }, $unset: FINISHED_UNSET }),

@@ -154,11 +154,11 @@ describe("cloudq-mongo: state values no Mongo-era server writes", () => {
 });
 
 describe("cloudq-mongo: reserve candidates (candidates.ts)", () => {
-  it("with candidateTtlMs, a job made runnable elsewhere may wait behind cached candidates until this backend enqueues; with the default 0 it comes first at once", async () => {
+  it("with candidateTtlMs, a job made runnable elsewhere may wait behind pooled candidates until this backend enqueues one that sorts before them; with the default 0 it comes first at once", async () => {
     const q = queue();
     const cached = createCloudqBackend({ url: mongoUrl(), database, candidateTtlMs: 60_000 });
     try {
-      for (const n of [1, 2, 3]) await cached.enqueue(q, { name: `low-${n}` });
+      for (const n of [1, 2, 3, 4, 5]) await cached.enqueue(q, { name: `low-${n}` });
       expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("low-1");
       // Another process enqueues a high-priority job: the cached candidates still come first.
       await jobs().insertOne({
@@ -170,9 +170,14 @@ describe("cloudq-mongo: reserve candidates (candidates.ts)", () => {
         switchyard: { boost: 10 },
       });
       expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("low-2");
-      // This backend's own enqueue drops the cache: the next reserve reads afresh, in priority order.
-      await cached.enqueue(q, { name: "low-4" });
-      expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("high");
+      // This backend's own enqueue of a job that sorts after every pooled candidate (FIFO) keeps the pool.
+      await cached.enqueue(q, { name: "low-6" });
+      expect((await cached.reserve(q, { worker: "w" }))[0]?.name).toBe("low-3");
+      // One that sorts before a pooled candidate (low-4, low-5 are left) drops it: the next reserve
+      // reads afresh, in priority order.
+      await cached.enqueue(q, { name: "mid", priority: 5 });
+      const order = await cached.reserve(q, { worker: "w", count: 4 });
+      expect(order.map((job) => job.name)).toEqual(["high", "mid", "low-4", "low-5"]);
       // The default backend keeps the order strict: each reserve reads afresh.
       await jobs().insertOne({
         queue: q,
