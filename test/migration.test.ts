@@ -29,6 +29,8 @@ const PAIRS: Array<[StoreName, StoreName]> = [
   ["glidemq", "qless"],
   ["glidemq", "glidemq"],
   ["glidemq", "cloudq"],
+  // a cluster's export reads each page on the node that holds the queue
+  ["glidemq-cluster", "sqlite"],
   // Cloudq into each type
   ["cloudq", "sqlite"],
   ["cloudq", "qless"],
@@ -107,10 +109,14 @@ for (const [fromName, toName] of PAIRS) {
       });
       await expect(interrupted).rejects.toThrow("connection lost");
       expect(reported).toMatchObject({ read: 2, imported: 2 });
-      expect(await toStore.countJobs(queue)).toBe(2);
+      // The first page, and the second if it was already on its way (the target writes a page while
+      // the one before is checked): the resumed run finds those two and skips them as the same jobs.
+      const landed = await toStore.countJobs(queue);
+      expect([2, 4]).toContain(landed);
 
       const resumed = await migrateQueue({ from, to, queue, batchSize: 2, cursor: reported!.cursor! });
-      expect(resumed).toMatchObject({ read: source.length - 2, imported: source.length - 2, skipped: 0, missing: [] });
+      expect(resumed).toMatchObject({ read: source.length - 2, skipped: landed - 2, missing: [], clashes: [] });
+      expect(resumed.imported).toBe(source.length - landed);
       await expectSameJobs(source, to, toStore, queue);
     });
 

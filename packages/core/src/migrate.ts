@@ -1,4 +1,4 @@
-import type { Backend, HeldJob } from "./backend.js";
+import type { Backend, HeldJob, ImportResult, Page } from "./backend.js";
 import { contentFingerprint, jobFingerprint, migratedState } from "./checksum.js";
 import { UnsupportedError } from "./errors.js";
 import { type JobRemoval, hasJobRemoval } from "./extensions.js";
@@ -97,8 +97,8 @@ export function getMany(backend: Backend, queue: string, ids: string[]): Promise
  * Ids, attempts, timestamps and native fields travel with the jobs; ids the target already holds are
  * skipped, so running it again (or from a reported cursor) after an interruption is safe, and a skipped
  * id that belongs to a different job is reported as a clash. Each page is verified against the target
- * before the next is imported (and, moving, deleted from the source), and the report lists anything missing;
- * the next page is read meanwhile.
+ * (and, moving, deleted from the source) while the target writes the next one, and the report lists
+ * anything missing; the page after is read meanwhile.
  */
 export async function migrateQueue(options: MigrateOptions): Promise<MigrationReport> {
   const { from, to, queue } = options;
@@ -120,49 +120,99 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const prefix = options.idPrefix ?? "";
   /** Move mode with waitActiveMs: the active jobs left behind, to wait for at the end. */
   const leftBehind: string[] = [];
-  const read = (cursor: string | null) => {
-    const reading = from.export(queue, cursor === null ? { limit } : { limit, cursor });
-    // Awaited in the next turn of the loop; a run that ends before then must not leave it unhandled.
-    reading.catch(() => undefined);
-    return reading;
+  const nextPage = readAhead((cursor) => from.export(queue, cursor === null ? { limit } : { limit, cursor }), progress.cursor);
+  /** The page the target is writing: checked (and, moving, deleted from the source) once the next one is sent. */
+  let writing: PageInFlight | null = null;
+  const finishCopy = async (copy: CopyInFlight) => {
+    const held = await checkPage(copy, progress, report);
+    if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
   };
-  let next = read(progress.cursor);
-  for (;;) {
-    if (options.signal?.aborted) return { ...progress, ...report };
-    const page = await next;
-    // The next page is read while this one is written and checked: source and target work at once.
-    if (page.cursor !== null) next = read(page.cursor);
-    progress.read += page.items.length;
-    for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
+  const reportPage = (cursor: string | null) => {
+    progress.cursor = cursor;
+    options.onProgress?.({ ...progress, byState: { ...progress.byState } });
+  };
+  /** Leaves out the states not wanted and (moving) the active jobs, and sends the rest to the target. */
+  const sendPage = (page: Page<Job>): PageInFlight => {
     let jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
-    progress.excluded += page.items.length - jobs.length;
+    const excluded = page.items.length - jobs.length;
+    let active: string[] = [];
     if (source) {
       // A job a worker holds stays with it: copied, it would run twice.
-      const idle = jobs.filter((job) => job.state !== "active");
-      progress.leftActive += jobs.length - idle.length;
-      if (options.waitActiveMs) leftBehind.push(...jobs.filter((job) => job.state === "active").map((job) => job.id));
-      jobs = idle;
+      active = jobs.filter((job) => job.state === "active").map((job) => job.id);
+      jobs = jobs.filter((job) => job.state !== "active");
     }
-    if (jobs.length > 0) {
-      const held = await copyPage(to, targetQueue, jobs, progress, report, prefix);
-      if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
+    const copy = jobs.length > 0 ? startCopy(to, targetQueue, jobs, prefix, writing?.copy?.importing) : null;
+    return { items: page.items, excluded, active, copy, cursor: page.cursor };
+  };
+  const settle = async (page: PageInFlight) => {
+    progress.read += page.items.length;
+    for (const job of page.items) progress.byState[job.state] = (progress.byState[job.state] ?? 0) + 1;
+    progress.excluded += page.excluded;
+    progress.leftActive += page.active.length;
+    if (options.waitActiveMs) leftBehind.push(...page.active);
+    if (page.copy) await finishCopy(page.copy);
+    if (page.cursor !== null) reportPage(page.cursor);
+  };
+  for (;;) {
+    if (options.signal?.aborted) {
+      if (writing) await settle(writing);
+      return { ...progress, ...report };
     }
-    // Before the last page is reported: a run stopped while it waits resumes from the page before.
-    if (source && page.cursor === null && leftBehind.length > 0) {
+    const page = await nextPage();
+    const sent = sendPage(page);
+    // This page goes to the target before the previous one is checked: the target writes while this
+    // process checks (and the source deletes), where one waited for the other. The target still writes
+    // one page at a time, and a page is counted and reported (its cursor) once it and every page before it are checked.
+    try {
+      if (writing) await settle(writing);
+    } catch (error) {
+      // A run that fails leaves nothing still writing behind it.
+      await sent.copy?.importing.catch(() => undefined);
+      throw error;
+    }
+    writing = sent;
+    if (page.cursor !== null) continue;
+    // The last page is checked, then, before it is reported, the active jobs left behind are waited
+    // for (a run stopped while it waits resumes from the page before).
+    await settle(writing);
+    if (source && leftBehind.length > 0) {
       const { settled, stillActive } = await waitForActive(source, queue, leftBehind, options);
       if (options.signal?.aborted) return { ...progress, ...report };
       progress.leftActive -= leftBehind.length - stillActive;
       const moving = wanted ? settled.filter((job) => wanted.has(job.state)) : settled;
       progress.excluded += settled.length - moving.length;
-      if (moving.length > 0) {
-        const held = await copyPage(to, targetQueue, moving, progress, report, prefix);
-        await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
-      }
+      if (moving.length > 0) await finishCopy(startCopy(to, targetQueue, moving, prefix));
     }
-    progress.cursor = page.cursor;
-    options.onProgress?.({ ...progress, byState: { ...progress.byState } });
-    if (page.cursor === null) return { ...progress, ...report };
+    reportPage(null);
+    return { ...progress, ...report };
   }
+}
+
+/** Pages read ahead of the copy: the source works while the target writes and this process checks. */
+const PAGES_AHEAD = 3;
+
+/**
+ * The source's pages in order, each export sent as soon as the one before it answered, so up to
+ * PAGES_AHEAD pages are being read or wait to be copied. Answers a function that takes the next one.
+ */
+function readAhead(read: (cursor: string | null) => Promise<Page<Job>>, cursor: string | null): () => Promise<Page<Job>> {
+  const ahead: Array<Promise<Page<Job>>> = [];
+  let last: Promise<Page<Job>> | null = null;
+  const fill = () => {
+    while (ahead.length < PAGES_AHEAD) {
+      const before: Promise<Page<Job>> | null = last;
+      last = before ? before.then((page) => (page.cursor === null ? page : read(page.cursor))) : read(cursor);
+      // Taken in a later turn, or never when the run stops first: no unhandled rejection meanwhile.
+      last.catch(() => undefined);
+      ahead.push(last);
+    }
+  };
+  return () => {
+    fill();
+    const page = ahead.shift() as Promise<Page<Job>>;
+    fill();
+    return page;
+  };
 }
 
 /**
@@ -215,24 +265,48 @@ function arrivedAsRead(read: Job, held: HeldJob, readFingerprint = jobFingerprin
 const renamed = (job: Job, prefix: string): Job =>
   prefix === "" ? job : { ...job, id: prefix + job.id, dependsOn: job.dependsOn.map((id) => prefix + id) };
 
+/** A page sent to the target: its jobs (as the source had them, and as the target gets them) and the import. */
+interface CopyInFlight {
+  sourceJobs: Job[];
+  jobs: Job[];
+  importing: Promise<ImportResult>;
+  targetQueue: string;
+  to: Backend;
+}
+
+/** A page read from the source, its copy on the way to the target. */
+interface PageInFlight {
+  items: Job[];
+  /** Jobs read in states not wanted. */
+  excluded: number;
+  /** Moving: ids of the jobs a worker held, left in the source. */
+  active: string[];
+  copy: CopyInFlight | null;
+  /** The export cursor after this page. */
+  cursor: string | null;
+}
+
 /**
- * Imports a page and checks it against what the target holds: the import's own answer when the
- * backend gives it (ImportResult.held), else the page read back. Answers the (source) jobs the target
- * now holds as they were read.
+ * Sends a page to the target once the page before (`after`) is written, so the target writes pages
+ * one at a time, in order, and none after a page that failed; checkPage waits for the import and checks it.
  */
-async function copyPage(
-  to: Backend,
-  targetQueue: string,
-  sourceJobs: Job[],
-  progress: MigrationProgress,
-  report: PageReport,
-  prefix: string,
-): Promise<Job[]> {
+function startCopy(to: Backend, targetQueue: string, sourceJobs: Job[], prefix: string, after?: Promise<unknown>): CopyInFlight {
   const jobs = sourceJobs.map((job) => renamed(job, prefix));
-  const importing = to.import(targetQueue, jobs);
-  // Worked out while the target writes the page (where the adapter sends it before its first await).
+  const importing = after ? after.then(() => to.import(targetQueue, jobs)) : to.import(targetQueue, jobs);
+  // Awaited by checkPage after the previous page is checked; a run that fails before then must not leave it unhandled.
+  importing.catch(() => undefined);
+  return { sourceJobs, jobs, importing, targetQueue, to };
+}
+
+/**
+ * Checks an imported page against what the target holds: the import's own answer when the backend
+ * gives it (ImportResult.held), else the page read back. Answers the (source) jobs the target now
+ * holds as they were read.
+ */
+async function checkPage(copy: CopyInFlight, progress: MigrationProgress, report: PageReport): Promise<Job[]> {
+  const { jobs, to, targetQueue } = copy;
   const expected = jobs.map((job) => jobFingerprint(job));
-  const result = await importing;
+  const result = await copy.importing;
   progress.imported += result.imported;
   progress.skipped += result.skipped.length;
   const skipped = new Set(result.skipped);
@@ -251,7 +325,7 @@ async function copyPage(
     else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
     // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
     else if (!skipped.has(job.id) && !arrivedAsRead(job, target, expected[i])) report.altered.push(job.id);
-    else held.push(sourceJobs[i] as Job);
+    else held.push(copy.sourceJobs[i] as Job);
   });
   return held;
 }

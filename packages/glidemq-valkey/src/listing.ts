@@ -154,7 +154,8 @@ export async function keysStartingWith(client: RedisClient, prefix: string): Pro
  * One export page, every state: SCAN of the queue's job hashes (`<prefix>:{q}:job:<id>`), so a job that
  * moves between glide-mq's structures while the export pages (promotion, a claim, a retry) is still
  * found; SCAN guarantees every key present from the first page to the last is returned at least once.
- * A job may appear on two pages (import skips ids it already has), never twice on one.
+ * A job may appear on two pages (import skips ids it already has), never twice on one. The scan and
+ * the reads run in one script call per page (export-page.lua), on the node that holds the queue.
  */
 export async function exportJobs(
   client: RedisClient,
@@ -163,26 +164,21 @@ export async function exportJobs(
   limit: number,
   cursor: string | undefined,
 ): Promise<Page<Job>> {
-  const jobPrefix = keys.job("");
-  const node = await nodeOfKey(client, jobPrefix);
-  let position: ScanPosition = decodeCursor(cursor, isScanPosition) ?? { c: "0", k: [] };
+  const position: ScanPosition = decodeCursor(cursor, isScanPosition) ?? { c: "0", k: [] };
+  const resumed = cursor !== undefined && cursor !== "";
+  const [next, exported, ids, replies] = (await runScript(
+    client,
+    "export-page",
+    [keys.scheduled],
+    [position.c, `${escapeGlob(keys.job(""))}*`, Math.max(limit, MIN_SCAN_COUNT), limit, resumed ? "1" : "0", ...position.k],
+  )) as [string, string[], string[], Array<[string[], string | null, string[]]>];
   const items: Job[] = [];
-  const seen = new Set<string>();
-  let started = cursor !== undefined && cursor !== "";
-  while (items.length < limit && !(started && position.c === "0" && position.k.length === 0)) {
-    started = true;
-    const [next, found] = await node.scan(position.c, "MATCH", `${escapeGlob(jobPrefix)}*`, "COUNT", Math.max(limit, MIN_SCAN_COUNT));
-    const skip = new Set(position.k);
-    // job:<id> only: glide-mq ids have no colon, so a longer key is not a job hash.
-    const ids = found.map((key) => key.slice(jobPrefix.length)).filter((id) => id !== "" && !id.includes(":") && !skip.has(id));
-    const fresh = ids.filter((id) => !seen.has(id));
-    const taken = fresh.slice(0, limit - items.length);
-    for (const loaded of await loadJobs(client, queue, keys, taken)) if (loaded) items.push(loaded.job);
-    for (const id of taken) seen.add(id);
-    position = taken.length < fresh.length ? { c: position.c, k: [...position.k, ...taken] } : { c: next, k: [] };
-  }
-  const finished = position.c === "0" && position.k.length === 0;
-  return { items, cursor: finished ? null : encodeCursor(position) };
+  ids.forEach((_, i) => {
+    const [flat, score, deps] = replies[i] ?? [[], null, []];
+    if (flat.length > 0) items.push(toJob(queue, flatToRecord(flat), score, deps));
+  });
+  const finished = next === "0" && exported.length === 0;
+  return { items, cursor: finished ? null : encodeCursor({ c: next, k: exported }) };
 }
 
 /** Queue names that have any of glide-mq's queue-level keys, on every primary of a cluster. */

@@ -22,6 +22,7 @@ export type ScriptName =
   | "pause"
   | "import"
   | "load-jobs"
+  | "export-page"
   | "flow"
   | "flow-tree"
   | "count-prioritized"
@@ -78,6 +79,7 @@ const ALL: ScriptName[] = [
   "pause",
   "import",
   "load-jobs",
+  "export-page",
   "flow",
   "flow-tree",
   "count-prioritized",
