@@ -63,7 +63,7 @@ describe("the qless door runs translated commands at the caller's now", () => {
     expect(row(t, "j1")).toMatchObject({ status: "complete", sy_finished_ms: 40_000 });
   });
 
-  it("a lock that expired by the caller's clock is stalled and handed out at the next pop", async () => {
+  it("a lock that expired by the caller's clock is stalled, kept a grace period at the next pop, then handed out", async () => {
     const qless = qlessOn(t, "clock-lock");
     await qless("put", 100, ["client", "clock-lock", "j2", "Klass", "{}", 0]);
     expect((await qless("pop", 100, ["clock-lock", "w1", 1]))[0]).toMatchObject({ worker: "w1", expires: 160 });
@@ -73,9 +73,12 @@ describe("the qless door runs translated commands at the caller's now", () => {
     expect(await qless("jobs", 165, ["stalled", "clock-lock"])).toEqual(["j2"]);
     expect(await qless("jobs", 165, ["running", "clock-lock"])).toEqual([]);
     expect(await qless("queues", 165, ["clock-lock"])).toMatchObject({ running: 0, stalled: 1 });
-    const [taken] = await qless("pop", 165, ["clock-lock", "w2", 1]);
-    expect(taken).toMatchObject({ jid: "j2", worker: "w2", expires: 225 });
-    expect(row(t, "j2")).toMatchObject({ sy_worker: "w2", sy_started_ms: 165_000, sy_lease_until: 225_000, attempts: 2 });
+    // qless's grace-period (10 s by default): the first pop after the lock ran out leaves it to its worker until 175.
+    expect(await qless("pop", 165, ["clock-lock", "w2", 1])).toEqual({});
+    expect(row(t, "j2")).toMatchObject({ sy_worker: "w1", sy_lease_until: 175_000, attempts: 1 });
+    const [taken] = await qless("pop", 175, ["clock-lock", "w2", 1]);
+    expect(taken).toMatchObject({ jid: "j2", worker: "w2", expires: 235 });
+    expect(row(t, "j2")).toMatchObject({ sy_worker: "w2", sy_started_ms: 175_000, sy_lease_until: 235_000, attempts: 2 });
   });
 
   it("a failure and a retry's delay are at the caller's now", async () => {

@@ -39,14 +39,27 @@ function jsonArg(command: string, func: string, value: Arg | undefined, name: st
   }
 }
 
-function stringList(command: string, func: string, value: Arg | undefined, name: string): string[] {
+/**
+ * A JSON list of names (tags, jids). qless concatenates each into its keys (`ql:t:` .. tag), so a
+ * number is the name Lua's tostring gives it (`1`, `1.5`, `1e+20`); anything else is refused.
+ */
+function nameList(command: string, func: string, value: Arg | undefined, name: string): string[] {
   const parsed = jsonArg(command, func, value, name);
   // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
   if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
-  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string")) {
-    throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings: ${value}`);
+  if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string" || typeof item === "number")) {
+    throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings or numbers: ${value}`);
   }
-  return parsed as string[];
+  return parsed.map((item) => (typeof item === "number" ? luaNumberText(item) : item));
+}
+
+/** A number as Lua 5.1 turns it into text (`%.14g`). */
+export function luaNumberText(value: number): string {
+  const [mantissa = "0", exponent = "0"] = value.toExponential(13).split("e");
+  const power = Number(exponent);
+  const trim = (digits: string) => (digits.includes(".") ? digits.replace(/\.?0+$/, "") : digits);
+  if (power < -4 || power >= 14) return `${trim(mantissa)}e${power < 0 ? "-" : "+"}${String(Math.abs(power)).padStart(2, "0")}`;
+  return trim(value.toFixed(Math.max(0, 13 - power)));
 }
 
 /** `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an EnqueueInput. */
@@ -69,10 +82,10 @@ export function putInput(args: QlessArgs): EnqueueInput {
     } else if (key === "retries") {
       input.maxAttempts = numeric("put", "Put", value, "retries") + 1;
     } else if (key === "tags") {
-      const tags = stringList("put", "Put", value, "tags");
+      const tags = nameList("put", "Put", value, "tags");
       if (tags.length > 0) input.tags = tags;
     } else if (key === "depends") {
-      const depends = stringList("put", "Put", value, "depends");
+      const depends = nameList("put", "Put", value, "depends");
       if (depends.length > 0) input.dependsOn = depends;
     }
   }

@@ -124,3 +124,72 @@ export class QlessTimeouts {
     this.#marks.get(backend)?.delete(keyOf(queue, jid));
   }
 }
+
+/**
+ * The runs of jobs whose lock ran out and whose worker was told (lock_lost) at a pop, with
+ * `grace-period` seconds more to finish (qless's `grace` field). The next time the lock runs out in
+ * the same run the job is handed out again. A mark holds for the run it was given in (the job's
+ * attempts then); a new run, or the job no longer running, ends it.
+ */
+export class QlessGrace {
+  readonly #marks = new WeakMap<Backend, Map<string, number>>();
+
+  mark(backend: Backend, job: Job): void {
+    setNewest(perBackend(this.#marks, backend), keyOf(job.queue, job.id), job.attempts);
+  }
+
+  /** Whether this run of the job was given its grace already. */
+  given(backend: Backend, job: Job): boolean {
+    const marks = this.#marks.get(backend);
+    const attempts = marks?.get(keyOf(job.queue, job.id));
+    if (attempts === undefined) return false;
+    if (job.state === "active" && job.attempts === attempts) return true;
+    marks?.delete(keyOf(job.queue, job.id));
+    return false;
+  }
+}
+
+export interface CompletedJob {
+  queue: string;
+  jid: string;
+  /** When it completed (the command's time), epoch ms. */
+  at: number;
+}
+
+/**
+ * qless's `ql:completed`: the jobs completed through the qless doors, oldest completion first (ties by
+ * jid, as a sorted set orders them), so that each completion can expire those beyond
+ * `jobs-history-count` or older than `jobs-history`. Jobs completed another way (another door, another
+ * gateway, before a restart) are not in it, and so are kept.
+ */
+export class QlessCompleted {
+  readonly #jobs = new WeakMap<Backend, CompletedJob[]>();
+
+  /** Notes a completion, as ZADD does (a jid completed again moves to its new time). */
+  add(backend: Backend, entry: CompletedJob): void {
+    let list = this.#jobs.get(backend);
+    if (!list) {
+      list = [];
+      this.#jobs.set(backend, list);
+    }
+    const old = list.findLastIndex((other) => other.queue === entry.queue && other.jid === entry.jid);
+    if (old >= 0) list.splice(old, 1);
+    // Completions come mostly in time order: search from the end.
+    let at = list.length;
+    while (at > 0 && precedes(entry, list[at - 1]!)) at--;
+    list.splice(at, 0, entry);
+    if (list.length > MOST_ENTRIES) list.shift();
+  }
+
+  /** Takes out and answers the completions at or before `until`, then the oldest beyond the newest `keep`. */
+  expire(backend: Backend, until: number, keep: number): CompletedJob[] {
+    const list = this.#jobs.get(backend);
+    if (!list) return [];
+    let old = 0;
+    while (old < list.length && list[old]!.at <= until) old++;
+    old = Math.max(old, list.length - Math.max(0, keep));
+    return list.splice(0, old);
+  }
+}
+
+const precedes = (a: CompletedJob, b: CompletedJob) => a.at < b.at || (a.at === b.at && compare(a.jid, b.jid) < 0);

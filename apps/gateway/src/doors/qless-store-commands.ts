@@ -3,6 +3,7 @@ import { UnsupportedError } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { againAsNew } from "./native-actions.js";
 import { type Arg, listRange, luaList, luaNumber, putInput, qlessError, wrongArgs } from "./qless-args.js";
+import { tellPut } from "./qless-effects.js";
 import {
   type Handler,
   activeJobs,
@@ -25,7 +26,7 @@ import {
  */
 
 export const STORE_COMMANDS: Record<string, Handler> = {
-  async requeue(backend, queue, args, _settings, notes) {
+  async requeue(backend, queue, args, settings, notes) {
     // qless checks that the job exists first, then puts it as `put` does (its words for bad arguments included).
     const jid = args[2] === undefined ? undefined : String(args[2]);
     if (jid === undefined) throw qlessError("requeue", "Job(): no jid provided");
@@ -37,6 +38,8 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     // qless's jids are global, so a requeue into another queue moves the job there.
     else await moveJob(backend, job, queue, input, inTarget);
     notes.moved?.(jid, queue);
+    // qless's requeue is a put, and tells what a put tells.
+    tellPut(settings, backend, queue, jid, String(args[0] ?? ""), job);
     return jid;
   },
   async pause(backend, _queue, args) {
@@ -103,7 +106,10 @@ export const STORE_COMMANDS: Record<string, Handler> = {
       }
       jobs.push(job);
     }
-    for (const job of jobs) settings.timeouts.mark(backend, await expireLease(backend, job));
+    for (const job of jobs) {
+      settings.timeouts.mark(backend, await expireLease(backend, job));
+      settings.channels.lockLost(job.queue, job.id, job.lease?.worker ?? "");
+    }
     return null;
   },
   async track(backend, queue, args, settings) {
@@ -124,10 +130,12 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     const inQueue = queue === "" ? null : await backend.get(queue, jid);
     const job = inQueue && !forgotten(inQueue) ? inQueue : await elsewhere(backend, queue, jid);
     if (!job) throw qlessError("track", "Track(): Job does not exist");
-    // qless answers ZADD's and ZREM's count, JSON-encoded.
-    if (action.toLowerCase() === "track") return settings.tracked.track(backend, job.queue, jid, callerClock.now()) ? 1 : 0;
-    if (action.toLowerCase() === "untrack") return settings.tracked.untrack(backend, job.queue, jid) ? 1 : 0;
-    throw qlessError("track", `Track(): Unknown action "${action}"`);
+    const act = action.toLowerCase();
+    if (act !== "track" && act !== "untrack") throw qlessError("track", `Track(): Unknown action "${action}"`);
+    // qless tells `ql:track` / `ql:untrack` whether or not the job was tracked, then answers ZADD's or ZREM's count.
+    settings.channels.publish(`ql:${act}`, jid, job.queue);
+    if (act === "track") return settings.tracked.track(backend, job.queue, jid, callerClock.now()) ? 1 : 0;
+    return settings.tracked.untrack(backend, job.queue, jid) ? 1 : 0;
   },
   async workers(backend, _queue, args, settings) {
     const now = callerClock.now();

@@ -1,6 +1,8 @@
 import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { type QlessArgs, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
+import { qlessLog } from "./qless-channels.js";
+import { expireCompleted, tellCanceled, tellPut } from "./qless-effects.js";
 import {
   type Handler,
   type TranslatedNotes,
@@ -17,6 +19,7 @@ import {
   unsupported,
   viewOf,
 } from "./qless-jobs.js";
+import { popJobs, renewLock } from "./qless-locks.js";
 import { asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import { STORE_COMMANDS } from "./qless-store-commands.js";
@@ -30,18 +33,19 @@ export type { QlessArgs } from "./qless-args.js";
 
 /** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
 const JOB_COMMANDS: Record<string, Handler> = {
-  async put(backend, queue, args) {
+  async put(backend, queue, args, settings) {
     const input = putInput(args);
     const { job, created } = await backend.enqueue(queue, input);
     // A jid that exists is put again as new, as qless re-puts it.
     if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, job.id, input);
+    tellPut(settings, backend, queue, job.id, String(args[0] ?? ""), created ? null : job);
     return job.id;
   },
   async pop(backend, queue, args, settings) {
     const worker = required("pop", "Pop", args, 1, "worker");
     // qless has no default count: a pop or peek without one is its error, not one job.
     const count = numeric("pop", "Pop", args[2], "count");
-    const jobs = count < 1 ? [] : await backend.reserve(queue, { worker, count: Math.floor(count), leaseMs: settings.lockMs(queue) });
+    const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
     // qless notes the worker as seen (`workers`) unless the queue is paused; a pop that got a job was not.
     if (jobs.length > 0 || !(await backend.isPaused(queue))) settings.workers.seen(backend, worker, callerClock.now());
     return jobList(jobs, viewOf(settings, backend));
@@ -58,7 +62,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const worker = required("complete", "Complete", args, 1, "worker");
     if (args.length > 4) throw unsupported("complete with next/delay/depends", queue, backend);
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
-    await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
+    const job = await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
+    settings.channels.tellTracked(backend, queue, jid, "completed");
+    settings.channels.publish("ql:log", qlessLog.completed(jid, queue), queue);
+    await expireCompleted(backend, settings, job);
     return "complete";
   },
   async fail(backend, queue, args, settings) {
@@ -70,6 +77,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
     await asWorker(backend, queue, "Fail", jid, worker, () =>
       backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
     );
+    settings.channels.publish("ql:log", qlessLog.failed(jid, worker, group, message), queue);
+    settings.channels.tellTracked(backend, queue, jid, "failed");
     return jid;
   },
   async heartbeat(backend, queue, args, settings) {
@@ -77,7 +86,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
     await refuseTimedOut(backend, queue, jid, "Heartbeat", settings);
     const job = await asWorker(backend, queue, "Heartbeat", jid, worker, () =>
-      backend.heartbeat(queue, jid, { worker, leaseMs: settings.lockMs(queue) }),
+      renewLock(backend, queue, jid, worker, settings.lockMs(queue)),
     );
     settings.workers.seen(backend, worker, callerClock.now());
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
@@ -95,7 +104,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       viewOf(settings, backend),
     );
   },
-  async cancel(backend, queue, args) {
+  async cancel(backend, queue, args, settings) {
     const jids = args.map(String);
     for (const jid of jids) {
       // qless cancels what exists and ignores unknown jids; a failed job, which core keeps, is removed
@@ -103,6 +112,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       const job = await backend.get(queue, jid);
       if (job?.state === "failed" && hasJobRemoval(backend)) await backend.remove(queue, [jid]);
       else if (job) await backend.cancel(queue, jid);
+      if (job && !forgotten(job)) tellCanceled(settings, backend, job);
     }
     return jids;
   },
@@ -117,6 +127,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const job = await asWorker(backend, queue, "Retry", jid, worker, () =>
       backend.fail(queue, jid, { worker, error: { group, message }, retryDelay }),
     );
+    // qless tells only a tracked job's failure here (ql:failed), and nothing on ql:log.
+    if (job.state === "failed") settings.channels.tellTracked(backend, queue, jid, "failed");
     // qless answers the retries left after this one, negative once the job has failed for good.
     return job.state === "failed" ? -1 : remainingRetries(job);
   },
@@ -236,5 +248,6 @@ export async function runTranslated(
 ): Promise<unknown> {
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
   if (!handler) throw unsupported(command, queue, backend);
-  return handler(backend, queue, args, settings, notes);
+  // The command publishes its moves in qless's words (qless-channels.ts), not the event stream's.
+  return settings.channels.translating(() => handler(backend, queue, args, settings, notes));
 }

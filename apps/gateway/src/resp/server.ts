@@ -3,6 +3,7 @@ import { type AddressInfo, type Server, type Socket, createServer } from "node:n
 import { isSwitchyardError } from "@switchyard/core";
 import type { Gateway } from "../app.js";
 import { type Access, AuthError, type Principal, checkAccess } from "../auth.js";
+import { QlessChannels, qlessLog } from "../doors/qless-channels.js";
 import type { JobEvent } from "../events.js";
 import type { Logger } from "../request-log.js";
 import { GlideMqFunctions } from "./glidemq-functions.js";
@@ -41,20 +42,19 @@ const MAX_QUEUED = 1_000;
 
 const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
-/** qless's `ql:log` message for a job event, as qless publishes it (events qless does not publish: none). */
+/**
+ * qless's `ql:log` message for a job event of another door or another gateway (events qless does not
+ * publish: none). The event does not say who held or failed the job, or why: a cancel names no worker
+ * (""), a failure only its jid, event and queue.
+ */
 function qlessLogMessage(event: JobEvent): string | null {
-  const names: Partial<Record<JobEvent["type"], string>> = {
-    enqueued: "put",
-    completed: "completed",
-    failed: "failed",
-    canceled: "canceled",
-  };
-  const name = names[event.type];
-  if (!name || !event.jobId) return null;
-  // qless's cancel names the queue before the event and the worker after it ("" here: the event does
-  // not say who held the job); its other messages are jid, event, queue.
-  if (name === "canceled") return JSON.stringify({ jid: event.jobId, queue: event.queue, event: name, worker: "" });
-  return JSON.stringify({ jid: event.jobId, event: name, queue: event.queue });
+  const jid = event.jobId;
+  if (jid === undefined) return null;
+  if (event.type === "enqueued" || event.type === "delayed") return qlessLog.put(jid, event.queue);
+  if (event.type === "completed") return qlessLog.completed(jid, event.queue);
+  if (event.type === "canceled") return qlessLog.canceled(jid, event.queue, "");
+  if (event.type === "failed") return JSON.stringify({ jid, event: "failed", queue: event.queue });
+  return null;
 }
 
 export async function startRespServer(gateway: Gateway, options: RespServerOptions): Promise<RunningRespServer> {
@@ -458,7 +458,14 @@ class RespConnection {
       set.add(name);
       this.#write(new RespPush([pattern ? "psubscribe" : "subscribe", name, this.#channels.size + this.#patterns.size]));
     }
-    this.#unsubscribeEvents ??= this.gateway.events.subscribe((event) => this.#publish(event));
+    if (!this.#unsubscribeEvents) {
+      const events = this.gateway.events.subscribe((event) => this.#publish(event));
+      const qless = this.gateway.qlessSettings.channels.subscribe((channel, message, queue) => this.#deliver(channel, message, queue));
+      this.#unsubscribeEvents = () => {
+        events();
+        qless();
+      };
+    }
     return undefined;
   }
 
@@ -477,14 +484,23 @@ class RespConnection {
     return undefined;
   }
 
-  /** Tells a subscriber of `ql:log` what qless would have published for a job event. */
+  /**
+   * Tells a subscriber of `ql:log` what qless would have published for a job event. A move made by a
+   * translated qless command is told by the command itself, in qless's full words (doors/qless-channels.ts).
+   */
   #publish(event: JobEvent): void {
+    if (QlessChannels.inCommand) return;
     const message = qlessLogMessage(event);
-    if (message === null) return;
-    if (this.#authEnabled && this.#principal?.queues && !this.#principal.queues.some((queue) => queue.test(event.queue))) return;
-    if (this.#channels.has("ql:log")) this.#write(new RespPush(["message", "ql:log", message]));
+    if (message !== null) this.#deliver("ql:log", message, event.queue);
+  }
+
+  /** A message on `channel` to this connection, if it listens there and its token may see `queue` (any queue: none named). */
+  #deliver(channel: string, message: string, queue: string | undefined): void {
+    const allowed = this.#principal?.queues;
+    if (this.#authEnabled && allowed && (queue === undefined || !allowed.some((pattern) => pattern.test(queue)))) return;
+    if (this.#channels.has(channel)) this.#write(new RespPush(["message", channel, message]));
     for (const pattern of this.#patterns)
-      if (globMatches(pattern, "ql:log")) this.#write(new RespPush(["pmessage", pattern, "ql:log", message]));
+      if (globMatches(pattern, channel)) this.#write(new RespPush(["pmessage", pattern, channel, message]));
   }
 
   #reset(): void {

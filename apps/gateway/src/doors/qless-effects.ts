@@ -1,0 +1,53 @@
+import { type Backend, type Job, hasJobRemoval } from "@switchyard/core";
+import { callerClock } from "../caller-clock.js";
+import { qlessLog } from "./qless-channels.js";
+import type { QlessSettings } from "./qless-settings.js";
+
+/**
+ * What qless's script does around a job's move besides the move itself, for the translated commands:
+ * the messages a put and a cancel publish (qless-channels.ts), and the completed jobs a completion
+ * expires (`jobs-history-count`, `jobs-history`).
+ */
+
+/**
+ * A put (or requeue) of `jid` into `queue` by `worker`; `before` is the job the jid named until then.
+ * qless tells the log, then the worker that held the job when another one put it (lock_lost), then
+ * `ql:put` when the job is tracked.
+ */
+export function tellPut(settings: QlessSettings, backend: Backend, queue: string, jid: string, worker: string, before: Job | null): void {
+  settings.channels.publish("ql:log", qlessLog.put(jid, queue), queue);
+  const holder = before?.state === "active" ? (before.lease?.worker ?? "") : "";
+  if (holder !== "" && holder !== worker) settings.channels.lockLost(queue, jid, holder);
+  settings.channels.tellTracked(backend, queue, jid, "put");
+}
+
+/**
+ * A cancel of `job` (as it was before): qless tells the log with the worker that held it ("" when none
+ * did), that worker, and `ql:canceled` when it is tracked. A completed job is not canceled by qless,
+ * and nothing is told.
+ */
+export function tellCanceled(settings: QlessSettings, backend: Backend, job: Job): void {
+  if (job.state === "completed") return;
+  const worker = job.state === "active" ? (job.lease?.worker ?? "") : "";
+  const message = qlessLog.canceled(job.id, job.queue, worker);
+  settings.channels.publish("ql:log", message, job.queue);
+  if (worker !== "") settings.channels.publish(`ql:w:${worker}`, message, job.queue);
+  settings.channels.tellTracked(backend, job.queue, job.id, "canceled");
+}
+
+/**
+ * qless's completion dance: the job joins the completed jobs (`ql:completed`), and those completed at
+ * or before `now - jobs-history` seconds, then all but the newest `jobs-history-count`, are deleted
+ * (out of their tags with them, since tags are read from the jobs). On a store that cannot remove jobs
+ * they are kept. A job put again since it completed is no longer a completed job and is left alone.
+ */
+export async function expireCompleted(backend: Backend, settings: QlessSettings, job: Job): Promise<void> {
+  if (!hasJobRemoval(backend)) return;
+  const now = callerClock.now();
+  settings.completed.add(backend, { queue: job.queue, jid: job.id, at: job.finishedAt ?? now });
+  const { count, ms } = settings.jobsHistory();
+  for (const old of settings.completed.expire(backend, now - ms, count)) {
+    const current = await backend.get(old.queue, old.jid);
+    if (current?.state === "completed" && current.finishedAt === old.at) await backend.remove(old.queue, [old.jid]);
+  }
+}
