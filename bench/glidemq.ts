@@ -3,7 +3,7 @@
  * in the same process and run (and glide-mq's own Queue/Worker when GLIDEMQ_PATH points at a build).
  * Run on demand, never in `npm test`:
  *
- *   BENCH_REDIS_URL=redis://127.0.0.1:6379 [GLIDEMQ_PATH=/tmp/glide-build] npx tsx bench/glidemq.ts
+ *   BENCH_REDIS_URL=redis://127.0.0.1:6379 [GLIDEMQ_PATH=/tmp/glide-build] npx tsx bench/glidemq.ts [--redis-cost]
  *
  * Enqueue: serial `add` and `add` with 10/50 calls in flight, `addBulk` in chunks of 1000.
  * Process: a no-op processor at concurrency 1/10/50 over preloaded jobs. Each figure is the median
@@ -11,6 +11,11 @@
  * Beside the package's own GlideProducer/GlideWorker, the `Backend` path that every door of the
  * gateway uses: `enqueue`/`enqueueBulk`, and workers that reserve once then complete each job and
  * take the next in one call (`completeAndReserve`), as glide-mq's Worker does with completeAndFetchNext.
+ *
+ * With `--redis-cost`, instead: Redis's own CPU time per job (INFO cpu, user + sys), script calls and
+ * commands run inside them per job (INFO commandstats after CONFIG RESETSTAT) for the Backend paths
+ * and glide-mq's, each the median of RUNS runs. Unlike rates, these hold on a shared machine; run it
+ * against a Redis of its own (the figures are the whole server's).
  */
 import { createRequire } from "node:module";
 import { cpus } from "node:os";
@@ -273,12 +278,133 @@ const glideCases = (): Case[] =>
       ]
     : [];
 
+/** Redis's CPU µs, script calls and commands per job while `body` handles `n` jobs. */
+async function redisCost(n: number, body: () => Promise<void>): Promise<{ cpu: number; scripts: number; commands: number }> {
+  const cpu = async () => {
+    const info = await redis.info("cpu");
+    return (Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1])) * 1e6;
+  };
+  await redis.config("RESETSTAT");
+  const before = await cpu();
+  await body();
+  const used = (await cpu()) - before;
+  let scripts = 0;
+  let commands = 0;
+  for (const [, name, calls] of (await redis.info("commandstats")).matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) {
+    if (name === "info" || name?.startsWith("config")) continue;
+    if (name === "evalsha" || name === "eval" || name === "fcall") scripts += Number(calls);
+    else commands += Number(calls);
+  }
+  return { cpu: used / n, scripts: scripts / n, commands: commands / n };
+}
+
+type CostCase = { label: string; run: () => Promise<{ cpu: number; scripts: number; commands: number }> };
+const costJobs = PROCESS_JOBS;
+const costCases = (): CostCase[] => [
+  {
+    label: "Backend enqueueBulk (pages of 1000)",
+    run: async () => {
+      const q = fresh("cbulk");
+      const cost = await redisCost(costJobs, async () => {
+        for (let i = 0; i < costJobs; i += 1000)
+          await backend.enqueueBulk(
+            q,
+            Array.from({ length: Math.min(1000, costJobs - i) }, (_, j) => ({ name: "job", data: { i: i + j } })),
+          );
+      });
+      await drop(q);
+      return cost;
+    },
+  },
+  {
+    label: "Backend enqueue, 50 in flight",
+    run: async () => {
+      const q = fresh("cenq");
+      const cost = await redisCost(costJobs, () => concurrently(costJobs, 50, (i) => backend.enqueue(q, { name: "job", data: { i } })));
+      await drop(q);
+      return cost;
+    },
+  },
+  ...[10, 50].map((c) => ({
+    label: `Backend reserve, then complete + next in one call, ${c} workers`,
+    run: async () => {
+      const q = fresh("ccyc");
+      await preload(q, costJobs);
+      const cost = await redisCost(costJobs, () =>
+        Promise.all(
+          Array.from({ length: c }, async (_, k) => {
+            const worker = `w${k}`;
+            let [job] = await backend.reserve(q, { worker });
+            while (job) [job] = (await completeAndReserve(backend, q, job.id, { worker }, { worker })).next;
+          }),
+        ).then(() => undefined),
+      );
+      await drop(q);
+      return cost;
+    },
+  })),
+  ...(glide
+    ? [
+        {
+          label: "glide-mq Queue.addBulk (chunks of 1000)",
+          run: async () => {
+            const q = fresh("cgbulk");
+            const queue = new glide.Queue(q, { connection: glideConnection });
+            await queue.add("warm", {});
+            const cost = await redisCost(costJobs, async () => {
+              for (let i = 0; i < costJobs; i += 1000)
+                await queue.addBulk(Array.from({ length: Math.min(1000, costJobs - i) }, (_, j) => ({ name: "job", data: { i: i + j } })));
+            });
+            await queue.close();
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            await drop(q);
+            return cost;
+          },
+        },
+        ...[10, 50].map((c) => ({
+          label: `glide-mq Worker, concurrency ${c}`,
+          run: async () => {
+            const q = fresh("cgproc");
+            await preload(q, costJobs);
+            const worker = new glide.Worker(q, async () => undefined, { connection: glideConnection, concurrency: c });
+            worker.on("error", () => undefined);
+            // From its first completion on, so that the worker's start-up is left out.
+            await until(async () => (await redis.zcard(queueKeys(q).completed)) > 0);
+            const started = await redis.zcard(queueKeys(q).completed);
+            const cost = await redisCost(costJobs - started, () =>
+              until(async () => (await redis.zcard(queueKeys(q).completed)) >= costJobs),
+            );
+            await worker.close();
+            await new Promise((resolve) => setTimeout(resolve, 500));
+            await drop(q);
+            return cost;
+          },
+        })),
+      ]
+    : []),
+];
+
+async function reportCosts(): Promise<void> {
+  console.log(`\n## Redis per job (${costJobs} jobs a run)\n\n| case | Redis CPU µs/job | script calls/job | commands/job | runs (µs) |`);
+  console.log("| --- | ---: | ---: | ---: | ---: |");
+  for (const c of costCases()) {
+    const runs = [];
+    for (let i = 0; i < RUNS; i++) runs.push(await c.run());
+    const cpu = median(runs.map((r) => r.cpu));
+    const scripts = median(runs.map((r) => r.scripts));
+    const commands = median(runs.map((r) => r.commands));
+    const each = runs.map((r) => r.cpu.toFixed(1)).join(" / ");
+    console.log(`| ${c.label} | ${cpu.toFixed(1)} | ${scripts.toFixed(3)} | ${commands.toFixed(2)} | ${each} |`);
+  }
+}
+
 async function main(): Promise<void> {
   await loadScripts(redis);
   const server = ((await redis.info("server")).match(/redis_version:(\S+)/) ?? [])[1];
   console.log(
     `# glidemq-valkey benchmark: ${cpus().length} x ${cpus()[0]?.model ?? "?"}, Node ${process.version}, Redis ${server}, median of ${RUNS} runs`,
   );
+  if (process.argv.includes("--redis-cost")) return reportCosts();
   // Runs of a section are interleaved (A B C, then C B A, ...) so that every case sees the same load
   // on a shared machine; glide-mq's cases get a pause after closing, see glideCases.
   const report = async (title: string, cases: Case[]) => {

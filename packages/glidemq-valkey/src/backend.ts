@@ -31,11 +31,12 @@ import { completionBatches } from "./completion-batches.js";
 import { type GlideMqConnection, openClient } from "./connection.js";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
+import { enqueueBatches } from "./enqueue-batches.js";
 import { glideEventFeed } from "./event-feed.js";
 import { glideDags } from "./flow-dag.js";
 import { indexBlocked } from "./flow-parents.js";
 import { glideFlows } from "./flow-tree.js";
-import type { AddedSnapshot } from "./glide-functions.js";
+import type { AddOutcome } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
@@ -152,34 +153,45 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     return loaded?.job ?? null;
   }
 
-  async function enqueueMany(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    const redis = await ready();
-    const keys = keysOf(queue);
-    const now = clock();
-    const jobs = inputs.map((input) => toNewJob(normalizeEnqueueInput(input), now));
-    const producer = new GlideProducer(redis, queue, {
+  const producerOf = (redis: RedisClient, queue: string) =>
+    new GlideProducer(redis, queue, {
       prefix,
       ...(options.compression ? { compression: options.compression } : {}),
       ...(options.useGlideFunctions ? { useGlideFunctions: true } : {}),
     });
-    const outcomes = await producer.addMany(jobs);
-    // Our add script answers each job as it left it; glide-mq's own functions answer ids only.
-    const loaded = outcomes.every((outcome) => outcome.snapshot)
-      ? outcomes.map((outcome) => {
-          const { fields, score, deps } = outcome.snapshot as AddedSnapshot;
-          return fields.length === 0 ? null : { job: toJob(queue, flatToRecord(fields), score, deps) };
-        })
-      : await loadJobs(
-          redis,
-          queue,
-          keys,
-          outcomes.map((o) => o.id),
-        );
-    return outcomes.map((outcome, i) => {
-      const job = loaded[i]?.job;
+  const addInBatch = enqueueBatches(async (queue, prepared) => producerOf(await ready(), queue).runAdd(prepared));
+
+  /** Each add's job: from what our add script answered, else (glide-mq's own functions answer ids only) read back. */
+  async function toResults(redis: RedisClient, queue: string, outcomes: AddOutcome[]): Promise<EnqueueResult[]> {
+    const unknown = outcomes.filter((outcome) => !outcome.snapshot).map((outcome) => outcome.id);
+    const read = unknown.length > 0 ? await loadJobs(redis, queue, keysOf(queue), unknown) : [];
+    let next = 0;
+    return outcomes.map((outcome) => {
+      let job: Job | undefined;
+      if (outcome.snapshot) {
+        const { fields, score, deps } = outcome.snapshot;
+        if (fields.length > 0) job = toJob(queue, flatToRecord(fields), score, deps);
+      } else {
+        job = read[next++]?.job;
+      }
       if (!job) throw new NotFoundError(`glidemq-valkey: job ${outcome.id} vanished right after enqueue`, { queue, id: outcome.id });
       return { job, created: outcome.status === "created" };
     });
+  }
+
+  async function enqueueMany(queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    const redis = await ready();
+    const now = clock();
+    const jobs = inputs.map((input) => toNewJob(normalizeEnqueueInput(input), now));
+    return toResults(redis, queue, await producerOf(redis, queue).addMany(jobs));
+  }
+
+  /** One enqueue: it shares a script call with the enqueues of the same queue that come meanwhile. */
+  async function enqueueOne(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
+    if (options.useGlideFunctions) return (await enqueueMany(queue, [input]))[0] as EnqueueResult;
+    const redis = await ready();
+    const args = producerOf(redis, queue).prepare(toNewJob(normalizeEnqueueInput(input), clock()));
+    return (await toResults(redis, queue, [await addInBatch(queue, args)]))[0] as EnqueueResult;
   }
 
   return guardBackend("glidemq-valkey", {
@@ -205,11 +217,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       else redis.disconnect();
     },
 
-    async enqueue(queue, input) {
-      const [result] = await enqueueMany(queue, [input]);
-      if (!result) throw new Error("glidemq-valkey: enqueue returned nothing");
-      return result;
-    },
+    enqueue: enqueueOne,
 
     enqueueBulk: enqueueMany,
 

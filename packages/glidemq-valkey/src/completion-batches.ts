@@ -32,6 +32,29 @@ function takeCalls(pending: Pending[]): Pending[] {
   return pending.splice(0, Math.max(1, count));
 }
 
+/** The sy lease fields completion deletes from a job that had them (lib/complete.lua). */
+const LEASE_FIELDS = new Set(["syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId"]);
+
+/**
+ * The job's hash as completion left it, from the flat hash read before (the script returns that
+ * rather than build a second copy of each hash in Lua): fields keep their places, new ones come
+ * last, as HGETALL would list them.
+ */
+function finishedHash(before: unknown, returnvalue: string, finishedOn: string): Record<string, string> {
+  const flat = Array.isArray(before) ? (before as unknown[]) : [];
+  let leased = false;
+  for (let i = 0; i < flat.length; i += 2) if (flat[i] === "syWorker") leased = true;
+  const hash: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const field = String(flat[i]);
+    if (!leased || !LEASE_FIELDS.has(field)) hash[field] = String(flat[i + 1]);
+  }
+  hash.state = "completed";
+  hash.returnvalue = returnvalue;
+  hash.finishedOn = finishedOn;
+  return hash;
+}
+
 /**
  * Group commit for completions: while one script call for a queue is in flight, the completions that
  * arrive for that queue wait and then go together in the next one (complete-reserve-many.lua), each
@@ -69,22 +92,23 @@ export function completionBatches(
     const k = keysOf(queue);
     const now = Math.max(...calls.map((call) => call.now));
     const args: Array<string | number> = [now, CONSUMER_GROUP];
-    for (const { id, options, next } of calls) {
-      args.push(id, JSON.stringify(options.result ?? null), options.worker ?? "");
+    const returnvalues = calls.map((call) => JSON.stringify(call.options.result ?? null));
+    calls.forEach(({ id, options, next }, i) => {
+      args.push(id, returnvalues[i] as string, options.worker ?? "");
       args.push(next ? consumerName(next.worker) : "", next?.worker ?? "", next ? (next.count ?? 1) : 0);
       args.push(next ? now + (next.leaseMs ?? DEFAULT_LEASE_MS) : "");
-    }
+    });
     const replies = (await runScript(redis, "complete-reserve-many", [k.stream, k.meta], args)) as unknown[][];
     calls.forEach((call, i) => {
-      const reply = replies[i] as [string, unknown, string[], unknown[]];
+      const reply = replies[i] as [string, unknown, string[], unknown[], string];
       try {
         throwRefusal(reply, queue, call.id);
       } catch (refusal) {
         call.reject(refusal);
         return;
       }
-      const [, finished, deps, reserved] = reply;
-      const ended = flatToRecord(finished);
+      const [, before, deps, reserved, finishedOn] = reply;
+      const ended = finishedHash(before, returnvalues[i] as string, String(finishedOn));
       call.resolve({
         completed: toJob(queue, ended, null, deps),
         ended,

@@ -1,5 +1,6 @@
 import { UnsupportedError, ValidationError } from "@switchyard/core";
 import { encodeData } from "./codec.js";
+import { createdSnapshot } from "./created.js";
 import { type AddOutcome, addThroughGlide, glideLibraryLoaded } from "./glide-functions.js";
 import { DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { type GlideJobOptions, checkOptions } from "./options.js";
@@ -124,7 +125,11 @@ export class GlideProducer {
     return this.runAdd(prepared);
   }
 
-  private async runAdd(prepared: string[][]): Promise<AddOutcome[]> {
+  /**
+   * Adds jobs whose `prepare` arguments the caller made (and so checked) already; each chunk of 1000
+   * is one atomic script call. A job with dependencies refuses its whole chunk when one is missing.
+   */
+  async runAdd(prepared: string[][]): Promise<AddOutcome[]> {
     const outcomes: AddOutcome[] = [];
     for (let start = 0; start < prepared.length; start += BULK_CHUNK) {
       const args = prepared.slice(start, start + BULK_CHUNK).flat();
@@ -139,12 +144,15 @@ export class GlideProducer {
       if (first && String(first[0]) === "missing") {
         throw new ValidationError(`glidemq-valkey: job ${String(first[1])} (a dependency) does not exist in queue ${this.queue}`);
       }
-      for (const [status, id, fields, score, deps] of reply) {
+      reply.forEach(([status, id, fields, score, deps], i) => {
+        // A job created without dependencies comes back as its id only: its hash is what the arguments say.
         const snapshot = fields
           ? { fields: fields.map(String), score: score == null ? null : String(score), deps: (deps ?? []).map(String) }
-          : undefined;
+          : status === "created"
+            ? createdSnapshot(prepared[start + i] as string[], String(id))
+            : undefined;
         outcomes.push({ status, id: String(id), ...(snapshot ? { snapshot } : {}) });
-      }
+      });
     }
     return outcomes;
   }

@@ -4,10 +4,13 @@
 -- ARGV: 16 per job: name, data, opts, timestamp, delay, priority, maxAttempts, ttl, customId, lifo,
 --       skipEvents, extraFieldsJson, dedupId ('' = none), dedupTtlMs, dedupMode (simple|throttle|debounce),
 --       dependsOnJson ('' = none: a JSON array of job ids of this queue)
--- Returns per job {'created', id, …} | {'skipped', existingId, …} | {'duplicate', id, …}, each followed by
--- the job as it now is (readJob in lib/core.lua: flat hash, `scheduled` score of a delayed job or false,
--- deps members), so the caller needs no second round trip to read it back; or {{'missing', depId}}
--- (and writes nothing) when a dependency neither exists nor is an earlier job of the batch.
+-- Returns per job {'created', id} for a job created without dependencies (the caller knows what was
+-- written: producer.ts's createdSnapshot), else {'created', id, …} | {'skipped', existingId, …} |
+-- {'duplicate', id, …}, followed by the job as it now is (readJob in lib/core.lua: flat hash,
+-- `scheduled` score of a delayed job or false, deps members), so the caller needs no second round trip
+-- to read it back; or {{'missing', depId}} (and writes nothing) when a dependency neither exists nor
+-- is an earlier job of the batch. Reading back and returning every new hash cost a bulk add about
+-- half of its time in Redis.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local dedupKey = KEYS[7]
 
@@ -56,6 +59,18 @@ local function snapshot(status, jobId)
   return {status, jobId, stored[1], stored[2], stored[3]}
 end
 
+-- When no job of the call has a custom id or a dedup id, every one is created and takes the next id:
+-- one INCRBY takes them all, leaving the counter and the ids as one INCR per job would.
+local firstId = nil
+local jobCount = #ARGV / PER_JOB
+if jobCount > 1 then
+  firstId = 1
+  for offset = 0, #ARGV - 1, PER_JOB do
+    if ARGV[offset + 9] ~= '' or ARGV[offset + 13] ~= '' then firstId = nil break end
+  end
+  if firstId then firstId = redis.call('INCRBY', KEYS[1], jobCount) - jobCount + 1 end
+end
+
 local results = {}
 for offset = 0, #ARGV - 1, PER_JOB do
   local a = {}
@@ -65,12 +80,12 @@ for offset = 0, #ARGV - 1, PER_JOB do
   if blocker then
     results[#results + 1] = snapshot('skipped', blocker)
   else
-    local jobId, duplicate = createJob(prefix, KEYS[1], a)
+    local jobId, duplicate = createJob(prefix, KEYS[1], a, firstId and tostring(firstId + offset / PER_JOB))
     if not jobId then
       results[#results + 1] = snapshot('duplicate', duplicate)
     else
       if a[13] ~= '' then redis.call('HSET', dedupKey, a[13], jobId .. ':' .. a[4]) end
-      results[#results + 1] = snapshot('created', jobId)
+      if a[16] == '' then results[#results + 1] = {'created', jobId} else results[#results + 1] = snapshot('created', jobId) end
     end
   end
 end

@@ -6,10 +6,12 @@
 -- Returns {statuses, nextJobs}: statuses[i] is 'OK' or the refusal, nextJobs {{id, entryId, hash}...}
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local now = tonumber(ARGV[1])
+local batch = newCompletions(prefix, ARGV[2], now)
 local statuses = {}
 for offset = 6, #ARGV, 3 do
-  statuses[#statuses + 1] = completeJob(prefix, ARGV[offset], ARGV[offset + 1], ARGV[offset + 2], now, ARGV[2], '', false)[1]
+  statuses[#statuses + 1] = completeJob(batch, ARGV[offset], ARGV[offset + 1], ARGV[offset + 2], '', false)[1]
 end
+flushCompletions(batch)
 local fetchCount = tonumber(ARGV[4]) or 0
 if fetchCount == 0 or (ARGV[5] == '1' and redis.call('HGET', KEYS[6], 'paused') == '1') then return {statuses, {}} end
 local ctx = { prefix = prefix, now = now, group = ARGV[2], consumer = ARGV[3], leaseWorker = '', leaseUntil = '', activeEvents = true }

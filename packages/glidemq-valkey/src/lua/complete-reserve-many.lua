@@ -6,20 +6,22 @@
 -- KEYS: stream, meta (every other key is the queue's, under the same hash tag)
 -- ARGV: now, group, then per call: jobId, returnvalue, leaseWorker ('' = no lease check), consumer,
 --       reserveWorker, reserveCount (0 = reserve nothing), reserveLeaseUntil
--- Returns one reply per call: {'OK', finishedHash, dependencyMembers, {{jobId, entryId, flatHash}, ...}}
--- or complete.lua's refusal ({'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}).
+-- Returns one reply per call: {'OK', hashBefore, dependencyMembers, {{jobId, entryId, flatHash}, ...},
+-- finishedOn} or complete.lua's refusal ({'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}).
+-- hashBefore is the job's hash as read before completion: the caller applies what completion wrote
+-- (state, returnvalue, finishedOn; the sy lease fields deleted when syWorker was set) rather than Lua
+-- building a second copy of every hash.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local now = tonumber(ARGV[1])
 local group = ARGV[2]
+local batch = newCompletions(prefix, group, now)
 local replies, claims, claimants = {}, {}, {}
 for offset = 3, #ARGV, 7 do
-  local jobId = ARGV[offset]
-  local done = completeJob(prefix, jobId, '-', ARGV[offset + 1], now, group, ARGV[offset + 2], true)
+  local done = completeJob(batch, ARGV[offset], '-', ARGV[offset + 1], ARGV[offset + 2], true)
   if done[1] ~= 'OK' then
     replies[#replies + 1] = done
   else
-    local deps = redis.call('SMEMBERS', prefix .. 'deps:' .. jobId)
-    replies[#replies + 1] = {'OK', done[2], deps, {}}
+    replies[#replies + 1] = {'OK', done[2], done[3], {}, batch.nowStr}
     local count = tonumber(ARGV[offset + 5]) or 0
     if count > 0 then
       claims[#claims + 1] = {worker = ARGV[offset + 4], leaseUntil = ARGV[offset + 6], count = count}
@@ -27,6 +29,7 @@ for offset = 3, #ARGV, 7 do
     end
   end
 end
+flushCompletions(batch)
 -- The next jobs, for every worker that asked, in one reserve: the queue's checks and the stream read
 -- happen once per call, not once per job.
 if #claims > 0 then

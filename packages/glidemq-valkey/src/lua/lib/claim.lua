@@ -82,15 +82,21 @@ local function activateJob(ctx, jobId, entryId, fromList)
     ackAndDelete(streamKey, ctx.group, entryId)
     return nil
   end
-  local nowStr = tostring(ctx.now)
+  local nowStr = ctx.nowStr or tostring(ctx.now)
   local changes = {'state', 'active', 'processedOn', nowStr, 'lastActive', nowStr}
   if ctx.leaseWorker ~= '' then
     -- The lease goes in the same HSET; the reply is patched rather than read again (a second
     -- HGETALL cost a reserve about a fifth of its time).
-    for _, v in ipairs({'syWorker', ctx.leaseWorker, 'syLeaseUntil', ctx.leaseUntil, 'syLeaseStart', nowStr, 'syEntryId', entryId}) do
-      changes[#changes + 1] = v
+    changes[7], changes[8], changes[9], changes[10] = 'syWorker', ctx.leaseWorker, 'syLeaseUntil', ctx.leaseUntil
+    changes[11], changes[12], changes[13], changes[14] = 'syLeaseStart', nowStr, 'syEntryId', entryId
+    local leased = ctx.leased
+    if leased then
+      -- fetchJobs adds the leases of all the jobs it claims in one ZADD.
+      leased[#leased + 1] = ctx.leaseUntil
+      leased[#leased + 1] = jobId
+    else
+      redis.call('ZADD', prefix .. 'sy:leases', ctx.leaseUntil, jobId)
     end
-    redis.call('ZADD', prefix .. 'sy:leases', ctx.leaseUntil, jobId)
   end
   redis.call('HSET', jobKey, unpack(changes))
   for i = 1, #changes, 2 do
@@ -123,6 +129,8 @@ end
 -- The claim order of a glide-mq worker: the priority list, then the lifo list, then the stream
 -- through the `workers` consumer group (created from id 0 when missing). Appends {id, entryId, hash}.
 local function fetchJobs(ctx, count, out)
+  -- Converting a number to text costs Lua about as much as a small command: once per call.
+  ctx.leased, ctx.nowStr = {}, tostring(ctx.now)
   local lists = {ctx.prefix .. 'priority', ctx.prefix .. 'lifo'}
   -- One EXISTS spares two empty RPOPs on the hot path of a queue that uses neither list.
   local listed = redis.call('EXISTS', lists[1], lists[2]) > 0
@@ -159,6 +167,11 @@ local function fetchJobs(ctx, count, out)
         ackAndDelete(streamKey, ctx.group, entry[1])
       end
     end
+  end
+  local leased = ctx.leased
+  ctx.leased = nil
+  for i = 1, #leased, 1000 do
+    redis.call('ZADD', ctx.prefix .. 'sy:leases', unpack(leased, i, math.min(i + 999, #leased)))
   end
   return out
 end

@@ -1,63 +1,87 @@
--- Completion as glidemq_complete does it, shared by complete.lua and complete-many.lua.
+-- Completion as glidemq_complete does it, shared by complete.lua, complete-many.lua and
+-- complete-reserve-many.lua.
 
--- Completes active job `jobId` of the queue at `prefix`. leaseWorker '' skips the lease check;
--- entryId '-' means the one Switchyard recorded (or the stream is searched). Returns {'OK', snapshot}
--- (snapshot: the finished hash before retention, {} unless asked for) or a refusal:
+-- The completions of one script call, all at the same `now`. What takes many members in one command
+-- (XACK and XDEL of the stream entries, ZADD `completed`, ZREM `sy:leases`, the metrics buckets) is
+-- written once for all of them by flushCompletions: the same end state as job by job, for far fewer
+-- redis.call()s, whose own overhead in Lua outweighs these commands' work.
+local function newCompletions(prefix, group, now)
+  return { prefix = prefix, group = group, now = now, nowStr = tostring(now), entries = {}, finished = {}, released = {},
+    jobs = 0, duration = 0 }
+end
+
+local function flushCompletions(batch)
+  local prefix = batch.prefix
+  local entries, finished, released = batch.entries, batch.finished, batch.released
+  for i = 1, #entries, 1000 do
+    local last = math.min(i + 999, #entries)
+    redis.call('XACK', prefix .. 'stream', batch.group, unpack(entries, i, last))
+    redis.call('XDEL', prefix .. 'stream', unpack(entries, i, last))
+  end
+  for i = 1, #finished, 1000 do
+    redis.call('ZADD', prefix .. 'completed', unpack(finished, i, math.min(i + 999, #finished)))
+  end
+  for i = 1, #released, 1000 do
+    redis.call('ZREM', prefix .. 'sy:leases', unpack(released, i, math.min(i + 999, #released)))
+  end
+  if batch.jobs > 0 then recordMetrics(prefix .. 'metrics:completed', batch.now, batch.duration, batch.jobs) end
+  batch.entries, batch.finished, batch.released, batch.jobs, batch.duration = {}, {}, {}, 0, 0
+end
+
+-- The fields a completion checks, by their place in `h`.
+local COMPLETION_FIELDS = {'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts', 'parentId'}
+local COMPLETION_SLOT = {}
+for i, field in ipairs(COMPLETION_FIELDS) do COMPLETION_SLOT[field] = i end
+
+-- Completes active job `jobId` of the batch's queue (newCompletions; the caller flushes it).
+-- leaseWorker '' skips the lease check; entryId '-' means the one Switchyard recorded (or the stream
+-- is searched). Returns {'OK', before, deps} (with wantHash: `before` is the job's hash as read before
+-- completion, which wrote state=completed, returnvalue and finishedOn and, when syWorker was set,
+-- deleted the sy lease fields; `deps` its deps members) or a refusal:
 -- {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}.
-local function completeJob(prefix, jobId, entryId, returnvalue, now, group, leaseWorker, wantSnapshot)
+local function completeJob(batch, jobId, entryId, returnvalue, leaseWorker, wantHash)
+  local prefix, now = batch.prefix, batch.now
   local jobKey = prefix .. 'job:' .. jobId
-  local streamKey = prefix .. 'stream'
-  local completedKey = prefix .. 'completed'
-  local fields = {'state', 'syWorker', 'processedOn', 'syLeaseStart', 'syEntryId', 'opts', 'parentId'}
   local h, whole = nil, nil
-  if wantSnapshot then
-    -- One HGETALL serves the checks and the snapshot, patched below with what completion writes.
+  if wantHash then
+    -- One HGETALL serves the checks and the caller's copy of the finished job.
     whole = redis.call('HGETALL', jobKey)
-    local values = {}
-    for i = 1, #whole, 2 do values[whole[i]] = whole[i + 1] end
-    h = {}
-    for i, field in ipairs(fields) do h[i] = values[field] or false end
+    h = {false, false, false, false, false, false, false}
+    for i = 1, #whole, 2 do
+      local slot = COMPLETION_SLOT[whole[i]]
+      if slot then h[slot] = whole[i + 1] end
+    end
   else
-    h = redis.call('HMGET', jobKey, unpack(fields))
+    h = redis.call('HMGET', jobKey, unpack(COMPLETION_FIELDS))
   end
   if not h[1] then return {'NOT_FOUND'} end
   if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
   if leaseWorker ~= '' and (h[2] ~= leaseWorker or h[3] ~= h[4]) then return {'LEASE_LOST'} end
   if entryId == '-' then
     -- Switchyard recorded the entry at reserve; a job someone else claimed is looked up in the stream.
-    entryId = (h[3] == h[4] and h[5]) or findEntry(streamKey, jobId) or ''
+    entryId = (h[3] == h[4] and h[5]) or findEntry(prefix .. 'stream', jobId) or ''
   end
   local processedOn = tonumber(h[3]) or now
-  local nowStr = tostring(now)
-  ackAndDelete(streamKey, group, entryId)
-  redis.call('ZADD', completedKey, now, jobId)
-  redis.call('HSET', jobKey, 'state', 'completed', 'returnvalue', returnvalue, 'finishedOn', nowStr)
-  if h[2] then clearLease(prefix, jobKey, jobId) end
+  if entryId ~= '' then batch.entries[#batch.entries + 1] = entryId end
+  batch.finished[#batch.finished + 1] = batch.nowStr
+  batch.finished[#batch.finished + 1] = jobId
+  redis.call('HSET', jobKey, 'state', 'completed', 'returnvalue', returnvalue, 'finishedOn', batch.nowStr)
+  if h[2] then
+    redis.call('HDEL', jobKey, 'syWorker', 'syLeaseUntil', 'syLeaseStart', 'syEntryId')
+    batch.released[#batch.released + 1] = jobId
+  end
   emitEvent(prefix .. 'events', 'completed', jobId, {'returnvalue', returnvalue})
-  recordMetrics(prefix .. 'metrics:completed', now, now - processedOn)
+  batch.jobs = batch.jobs + 1
+  if now - processedOn > 0 then batch.duration = batch.duration + (now - processedOn) end
   if entryId == '' then decrListActive(prefix .. 'list-active') end
-  notifyParent(prefix, jobKey, jobId, h[7])
-  local snapshot = {}
-  if wantSnapshot then
-    local written = {state = 'completed', returnvalue = returnvalue, finishedOn = nowStr}
-    local cleared = h[2] and {syWorker = true, syLeaseUntil = true, syLeaseStart = true, syEntryId = true} or {}
-    for i = 1, #whole, 2 do
-      local field = whole[i]
-      if not cleared[field] then
-        snapshot[#snapshot + 1] = field
-        snapshot[#snapshot + 1] = written[field] or whole[i + 1]
-        written[field] = nil
-      end
-    end
-    for _, field in ipairs({'state', 'returnvalue', 'finishedOn'}) do
-      if written[field] then
-        snapshot[#snapshot + 1] = field
-        snapshot[#snapshot + 1] = written[field]
-      end
-    end
-  end
+  -- One EXISTS tells whether the job has dependencies or dependents at all (most jobs have neither).
+  local linked = redis.call('EXISTS', prefix .. 'deps:' .. jobId, prefix .. 'parents:' .. jobId) > 0
+  notifyParent(prefix, jobKey, jobId, h[7], linked)
+  local deps = (wantHash and linked) and redis.call('SMEMBERS', prefix .. 'deps:' .. jobId) or {}
   if h[6] and string.find(h[6], 'removeOnComplete', 1, true) then
-    applyRetention(completedKey, prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
+    -- Retention reads the `completed` set: what this call has finished must be in it first.
+    flushCompletions(batch)
+    applyRetention(prefix .. 'completed', prefix, jobKey, jobId, decodeOpts(h[6])['removeOnComplete'], now)
   end
-  return {'OK', snapshot}
+  return {'OK', whole or {}, deps}
 end

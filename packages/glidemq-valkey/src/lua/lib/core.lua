@@ -13,14 +13,17 @@ local function emitEvent(eventsKey, eventType, jobId, extra)
 end
 
 -- Per-minute buckets m:<minute>:c and m:<minute>:d; a zero duration adds no :d field.
--- Buckets older than a day are pruned on every 1000th increment, as glide-mq does.
-local function recordMetrics(metricsKey, now, duration)
+-- Buckets older than a day are pruned on every 1000th increment, as glide-mq does. `jobs` (default 1)
+-- finished at the same `now` count in one HINCRBY per field (duration: the sum of their positive
+-- durations), which leaves the buckets as that many single increments would.
+local function recordMetrics(metricsKey, now, duration, jobs)
+  jobs = jobs or 1
   local minute = now - (now % 60000)
-  local count = redis.call('HINCRBY', metricsKey, 'm:' .. minute .. ':c', 1)
+  local count = redis.call('HINCRBY', metricsKey, 'm:' .. minute .. ':c', jobs)
   if duration > 0 then
     redis.call('HINCRBY', metricsKey, 'm:' .. minute .. ':d', duration)
   end
-  if count % 1000 == 0 then
+  if math.floor(count / 1000) > math.floor((count - jobs) / 1000) then
     local cutoff = minute - 86400000
     local stale = {}
     for _, field in ipairs(redis.call('HKEYS', metricsKey)) do

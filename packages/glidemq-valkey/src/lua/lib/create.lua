@@ -1,8 +1,18 @@
 -- Creating a job as glidemq_addJob does.
 
+-- The text tostring(tonumber(text) or default) gives: `text` itself when it is that already (at most
+-- 14 digits, no leading zero, as producer.ts sends times and counts), sparing Lua a number-to-text
+-- conversion, which costs about as much as a small command.
+local function numberText(text, default)
+  local size = #text
+  if size > 0 and size <= 14 and not string.find(text, '%D') and (size == 1 or string.byte(text) ~= 48) then return text end
+  return tostring(tonumber(text) or default)
+end
+
 -- Job creation for add.lua. args: name, data, opts, timestamp, delay, priority, maxAttempts, ttl,
--- customId, lifo, skipEvents, extraFieldsJson, (dedup x3), dependsOnJson ('' = none).
-local function createJob(prefix, idKey, a)
+-- customId, lifo, skipEvents, extraFieldsJson, (dedup x3), dependsOnJson ('' = none). `takenId`: the
+-- id the caller took from the counter already for a job without a custom id (nil: INCR it here).
+local function createJob(prefix, idKey, a, takenId)
   local timestamp = tonumber(a[4])
   local delay = tonumber(a[5]) or 0
   local priority = tonumber(a[6]) or 0
@@ -18,12 +28,12 @@ local function createJob(prefix, idKey, a)
       if numeric > 0 and numeric > (tonumber(redis.call('GET', idKey)) or 0) then redis.call('SET', idKey, customId) end
     end
   else
-    jobId = tostring(redis.call('INCR', idKey))
+    jobId = takenId or tostring(redis.call('INCR', idKey))
   end
   local jobKey = prefix .. 'job:' .. jobId
   local fields = {
-    'id', jobId, 'name', a[1], 'data', a[2], 'opts', a[3], 'timestamp', tostring(timestamp),
-    'attemptsMade', '0', 'delay', tostring(delay), 'priority', tostring(priority), 'maxAttempts', tostring(tonumber(a[7]) or 0)
+    'id', jobId, 'name', a[1], 'data', a[2], 'opts', a[3], 'timestamp', numberText(a[4], nil),
+    'attemptsMade', '0', 'delay', numberText(a[5], 0), 'priority', numberText(a[6], 0), 'maxAttempts', numberText(a[7], 0)
   }
   if ttl > 0 then
     fields[#fields + 1] = 'expireAt'

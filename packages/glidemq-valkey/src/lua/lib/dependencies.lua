@@ -17,8 +17,9 @@ end
 
 -- A finished job tells the jobs that wait on it in the same queue: its flow parent (parentId) and
 -- its DAG parents (the `parents:<id>` set, members "<queuePrefix>:<parentId>").
--- `parentId` is the job's field when the caller has read it already (false: none), nil to read it here.
-local function notifyParent(prefix, jobKey, jobId, parentId)
+-- `parentId` is the job's field when the caller has read it already (false: none), nil to read it here;
+-- `hasParents` false when the caller knows there is no `parents:<id>` set (nil: look).
+local function notifyParent(prefix, jobKey, jobId, parentId, hasParents)
   local queuePrefix = string.sub(prefix, 1, #prefix - 1)
   local member = queuePrefix .. ':' .. jobId
   local parent = {false, false}
@@ -36,6 +37,7 @@ local function notifyParent(prefix, jobKey, jobId, parentId)
       if reachable == 1 then markDependencyDone(parentPrefix, parent[1], member) end
     end
   end
+  if hasParents == false then return end
   for _, entry in ipairs(redis.call('SMEMBERS', prefix .. 'parents:' .. jobId)) do
     local sep = string.find(entry, ':[^:]+$')
     if sep and string.sub(entry, 1, sep - 1) == queuePrefix then

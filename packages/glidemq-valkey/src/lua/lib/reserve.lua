@@ -36,7 +36,10 @@ local function reserveForEach(prefix, now, group, consumer, claims, honourPause,
     end
     return each
   end
-  if count == 0 or (honourPause and redis.call('HGET', metaKey, 'paused') == '1') then return dealt() end
+  if count == 0 then return dealt() end
+  -- One HMGET of meta serves the pause and the rate limit checks.
+  local meta = (honourPause or leaseWorker ~= '') and redis.call('HMGET', metaKey, 'paused', 'rateLimitMax', 'rateLimitDuration') or {}
+  if honourPause and meta[1] == '1' then return dealt() end
 
   if leaseWorker ~= '' then
     local expired = redis.call('ZRANGEBYSCORE', leasesKey, '-inf', nowStr, 'LIMIT', 0, count)
@@ -84,8 +87,7 @@ local function reserveForEach(prefix, now, group, consumer, claims, honourPause,
     local want = count
     local rateKey, used, windowStart = nil, 0, now
     if leaseWorker ~= '' then
-      local limit = redis.call('HMGET', metaKey, 'rateLimitMax', 'rateLimitDuration')
-      local max, duration = tonumber(limit[1]) or 0, tonumber(limit[2]) or 0
+      local max, duration = tonumber(meta[2]) or 0, tonumber(meta[3]) or 0
       if max > 0 then
         rateKey = prefix .. 'rate'
         local window = redis.call('HMGET', rateKey, 'windowStart', 'count')
