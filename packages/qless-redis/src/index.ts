@@ -15,6 +15,7 @@ export {
   callQlessRaw,
   formatNow,
   qlessErrorMessage,
+  qlessLibrary,
   qlessScript,
   qlessScriptSource,
 } from "./script.js";

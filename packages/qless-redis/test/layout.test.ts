@@ -1,8 +1,17 @@
 import { eventually } from "@switchyard/conformance";
 import type { Job } from "@switchyard/core";
 import type { Redis } from "ioredis";
+import { Redis as RedisClient } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type QlessBackend, QlessScriptError, callQless, createQlessBackend, qlessErrorMessage, qlessScript } from "../src/index.js";
+import {
+  type QlessBackend,
+  QlessScriptError,
+  callQless,
+  createQlessBackend,
+  qlessErrorMessage,
+  qlessLibrary,
+  qlessScript,
+} from "../src/index.js";
 import { type PrivateRedis, startPrivateRedis } from "./helpers/private-redis.js";
 
 // The native layout as qless clients read it. A private server: these rules look at server-wide
@@ -261,10 +270,33 @@ describe("qless-redis native layout", () => {
     expect(again.job.id).not.toBe(job.id);
   });
 
-  it("the script loads itself again after SCRIPT FLUSH (NOSCRIPT fallback), and later calls find it cached", async () => {
+  it("commands run by FCALL of the script made a function library, which a server that lost it gets again", async () => {
+    const { name } = qlessLibrary();
+    const libraries = async () => ((await redis.call("FUNCTION", "LIST", "LIBRARYNAME", name)) as unknown[]).length;
     await redis.script("FLUSH");
     expect(await callQless(redis, "config.get", Date.now() / 1000, "heartbeat")).toBe(60);
-    expect(await redis.script("EXISTS", qlessScript().sha)).toEqual([1]);
+    expect(await libraries()).toBe(1);
+    // Not by EVALSHA: the script cache stayed empty.
+    expect(await redis.script("EXISTS", qlessScript().sha)).toEqual([0]);
+    await redis.call("FUNCTION", "DELETE", name);
+    expect(await callQless(redis, "config.get", Date.now() / 1000, "heartbeat")).toBe(60);
+    expect(await libraries()).toBe(1);
+  });
+
+  it("a connection that may not use FUNCTION runs the script by EVALSHA, loading it again after SCRIPT FLUSH", async () => {
+    await redis.call("ACL", "SETUSER", "no-functions", "on", "nopass", "~*", "&*", "+@all", "-function");
+    const limited = new RedisClient({ path: server.socket, username: "no-functions", password: "x", maxRetriesPerRequest: 1 });
+    try {
+      await redis.script("FLUSH");
+      expect(await callQless(limited, "config.get", Date.now() / 1000, "heartbeat")).toBe(60);
+      expect(await redis.script("EXISTS", qlessScript().sha)).toEqual([1]);
+      await expect(callQless(limited, "heartbeat", 1700000000, "nope", "w")).rejects.toThrow(
+        new QlessScriptError("heartbeat", "Heartbeat(): Job nope does not exist"),
+      );
+    } finally {
+      limited.disconnect();
+      await redis.call("ACL", "DELUSER", "no-functions");
+    }
   });
 
   it("qless errors come back with qless's own message, and map to typed errors", async () => {
@@ -276,6 +308,11 @@ describe("qless-redis native layout", () => {
         'ERR user_script:12: Put(): Arg "jid" missing script: 0123456789abcdef0123456789abcdef01234567, on @user_script:12.',
       ),
     ).toBe('Put(): Arg "jid" missing');
+    expect(
+      qlessErrorMessage(
+        "ERR user_function:60: Queue(): no queue name provided script: switchyard_qless_0123456789abcdef, on @user_function:60.",
+      ),
+    ).toBe("Queue(): no queue name provided");
     const queue = `lq-${unique()}`;
     await expect(backend.heartbeat(queue, "nope", { worker: "w" })).rejects.toMatchObject({ code: "NOT_FOUND" });
     await expect(backend.reserve(queue, { worker: "w", count: 0 })).rejects.toMatchObject({ code: "VALIDATION" });

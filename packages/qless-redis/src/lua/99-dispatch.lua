@@ -163,12 +163,18 @@ API['unrecur'] = function(now, jid)
   return Q.unrecur(need_recurring_jid(jid))
 end
 
--- Entry point: EVALSHA <sha> 0 <command> <now> <args...>; every key is named in here.
-if #KEYS > 0 then
-  error('No Keys should be provided')
+-- Runs one command: <command> <now> <args...>; every key is named in the command itself.
+local function dispatch(keys, argv)
+  if #keys > 0 then
+    error('No Keys should be provided')
+  end
+  local command_name = assert(table.remove(argv, 1), 'Must provide a command')
+  local command = assert(API[command_name], 'Unknown command ' .. command_name)
+  local now = tonumber(table.remove(argv, 1))
+  now = assert(now, 'Arg "now" missing or not a number: ' .. (now or 'nil'))
+  return command(now, unpack(argv))
 end
-local command_name = assert(table.remove(ARGV, 1), 'Must provide a command')
-local command = assert(API[command_name], 'Unknown command ' .. command_name)
-local now = tonumber(table.remove(ARGV, 1))
-now = assert(now, 'Arg "now" missing or not a number: ' .. (now or 'nil'))
-return command(now, unpack(ARGV))
+
+-- Entry point: EVALSHA <sha> 0 <command> <now> <args...>, as qless.lua is called. The function
+-- library made of this script (library.ts) registers `dispatch` in place of this line.
+return dispatch(KEYS, ARGV)
