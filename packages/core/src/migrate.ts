@@ -124,8 +124,8 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   /** The page the target is writing: checked (and, moving, deleted from the source) once the next one is sent. */
   let writing: PageInFlight | null = null;
   const finishCopy = async (copy: CopyInFlight) => {
-    const held = await checkPage(copy, progress, report);
-    if (source) await deleteMoved(source, queue, to, targetQueue, held, progress, report, prefix);
+    const { held, copiedBefore } = await checkPage(copy, progress, report);
+    if (source) await deleteMoved(source, queue, to, targetQueue, held, copiedBefore, progress, report, prefix);
   };
   const reportPage = (cursor: string | null) => {
     progress.cursor = cursor;
@@ -301,9 +301,13 @@ function startCopy(to: Backend, targetQueue: string, sourceJobs: Job[], prefix: 
 /**
  * Checks an imported page against what the target holds: the import's own answer when the backend
  * gives it (ImportResult.held), else the page read back. Answers the (source) jobs the target now
- * holds as they were read.
+ * holds as they were read, and the ids of those it held before this page (the import skipped them).
  */
-async function checkPage(copy: CopyInFlight, progress: MigrationProgress, report: PageReport): Promise<Job[]> {
+async function checkPage(
+  copy: CopyInFlight,
+  progress: MigrationProgress,
+  report: PageReport,
+): Promise<{ held: Job[]; copiedBefore: Set<string> }> {
   const { jobs, to, targetQueue } = copy;
   const expected = jobs.map((job) => jobFingerprint(job));
   const result = await copy.importing;
@@ -327,13 +331,15 @@ async function checkPage(copy: CopyInFlight, progress: MigrationProgress, report
     else if (!skipped.has(job.id) && !arrivedAsRead(job, target, expected[i])) report.altered.push(job.id);
     else held.push(copy.sourceJobs[i] as Job);
   });
-  return held;
+  const copiedBefore = new Set(copy.sourceJobs.filter((_, i) => skipped.has((jobs[i] as Job).id)).map((job) => job.id));
+  return { held, copiedBefore };
 }
 
 /**
  * Deletes from the source the jobs the target holds. One a worker took meanwhile is not deleted
  * there; its copy is taken back out of the target, so it runs once (unless a target worker already
- * has it too: reported as doubled).
+ * has it too: reported as doubled). A job the target held before this page (`copiedBefore`) that the
+ * source no longer has was moved then (a source may return a job on two pages, as SCAN may): its copy stays.
  */
 async function deleteMoved(
   source: Backend & JobRemoval,
@@ -341,6 +347,7 @@ async function deleteMoved(
   to: Backend,
   targetQueue: string,
   held: Job[],
+  copiedBefore: Set<string>,
   progress: MigrationProgress,
   report: PageReport,
   prefix: string,
@@ -352,7 +359,14 @@ async function deleteMoved(
     ),
   );
   progress.removed += removed.size;
-  const kept = held.filter((job) => !removed.has(job.id)).map((job) => job.id);
+  let kept = held.filter((job) => !removed.has(job.id)).map((job) => job.id);
+  // Of the jobs the target held before this page, those gone from the source were moved then.
+  const heldBefore = kept.filter((id) => copiedBefore.has(id));
+  if (heldBefore.length > 0) {
+    const inSource = await getMany(source, queue, heldBefore);
+    const gone = new Set(heldBefore.filter((_, i) => inSource[i] === null));
+    kept = kept.filter((id) => !gone.has(id));
+  }
   if (kept.length === 0) return;
   report.keptInSource.push(...kept);
   const copies = kept.map((id) => prefix + id);
