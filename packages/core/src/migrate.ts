@@ -124,7 +124,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   /** The page the target is writing: checked (and, moving, deleted from the source) once the next one is sent. */
   let writing: PageInFlight | null = null;
   const finishCopy = async (copy: CopyInFlight) => {
-    const { held, copiedBefore } = await checkPage(copy, progress, report);
+    const { held, copiedBefore } = await checkPage(to, targetQueue, copy, progress, report);
     if (source) await deleteMoved(source, queue, to, targetQueue, held, copiedBefore, progress, report, prefix);
   };
   const reportPage = (cursor: string | null) => {
@@ -207,8 +207,8 @@ function readAhead(read: (cursor: string | null) => Promise<Page<Job>>, cursor: 
       ahead.push(last);
     }
   };
+  fill();
   return () => {
-    fill();
     const page = ahead.shift() as Promise<Page<Job>>;
     fill();
     return page;
@@ -270,8 +270,6 @@ interface CopyInFlight {
   sourceJobs: Job[];
   jobs: Job[];
   importing: Promise<ImportResult>;
-  targetQueue: string;
-  to: Backend;
 }
 
 /** A page read from the source, its copy on the way to the target. */
@@ -295,7 +293,7 @@ function startCopy(to: Backend, targetQueue: string, sourceJobs: Job[], prefix: 
   const importing = after ? after.then(() => to.import(targetQueue, jobs)) : to.import(targetQueue, jobs);
   // Awaited by checkPage after the previous page is checked; a run that fails before then must not leave it unhandled.
   importing.catch(() => undefined);
-  return { sourceJobs, jobs, importing, targetQueue, to };
+  return { sourceJobs, jobs, importing };
 }
 
 /**
@@ -304,11 +302,13 @@ function startCopy(to: Backend, targetQueue: string, sourceJobs: Job[], prefix: 
  * holds as they were read, and the ids of those it held before this page (the import skipped them).
  */
 async function checkPage(
+  to: Backend,
+  targetQueue: string,
   copy: CopyInFlight,
   progress: MigrationProgress,
   report: PageReport,
 ): Promise<{ held: Job[]; copiedBefore: Set<string> }> {
-  const { jobs, to, targetQueue } = copy;
+  const { jobs } = copy;
   const expected = jobs.map((job) => jobFingerprint(job));
   const result = await copy.importing;
   progress.imported += result.imported;

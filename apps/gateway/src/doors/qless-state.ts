@@ -163,33 +163,45 @@ export interface CompletedJob {
  * gateway, before a restart) are not in it, and so are kept.
  */
 export class QlessCompleted {
-  readonly #jobs = new WeakMap<Backend, CompletedJob[]>();
+  readonly #jobs = new WeakMap<Backend, { list: CompletedJob[]; listed: Set<string> }>();
 
   /** Notes a completion, as ZADD does (a jid completed again moves to its new time). */
   add(backend: Backend, entry: CompletedJob): void {
-    let list = this.#jobs.get(backend);
-    if (!list) {
-      list = [];
-      this.#jobs.set(backend, list);
+    let jobs = this.#jobs.get(backend);
+    if (!jobs) {
+      jobs = { list: [], listed: new Set() };
+      this.#jobs.set(backend, jobs);
     }
-    const old = list.findLastIndex((other) => other.queue === entry.queue && other.jid === entry.jid);
-    if (old >= 0) list.splice(old, 1);
+    const { list, listed } = jobs;
+    const key = keyOf(entry.queue, entry.jid);
+    // Only a jid completed before is looked for: a completion does not scan the whole list.
+    if (listed.has(key)) {
+      const before = list.findLastIndex((other) => keyOf(other.queue, other.jid) === key);
+      list.splice(before, 1);
+    }
     // Completions come mostly in time order: search from the end.
     let at = list.length;
     while (at > 0 && precedes(entry, list[at - 1]!)) at--;
     list.splice(at, 0, entry);
-    if (list.length > MOST_ENTRIES) list.shift();
+    listed.add(key);
+    if (list.length > MOST_ENTRIES) forget(listed, list.splice(0, 1));
   }
 
   /** Takes out and answers the completions at or before `until`, then the oldest beyond the newest `keep`. */
   expire(backend: Backend, until: number, keep: number): CompletedJob[] {
-    const list = this.#jobs.get(backend);
-    if (!list) return [];
+    const jobs = this.#jobs.get(backend);
+    if (!jobs) return [];
+    const { list, listed } = jobs;
     let old = 0;
     while (old < list.length && list[old]!.at <= until) old++;
     old = Math.max(old, list.length - Math.max(0, keep));
-    return list.splice(0, old);
+    return forget(listed, list.splice(0, old));
   }
+}
+
+function forget(listed: Set<string>, entries: CompletedJob[]): CompletedJob[] {
+  for (const entry of entries) listed.delete(keyOf(entry.queue, entry.jid));
+  return entries;
 }
 
 const precedes = (a: CompletedJob, b: CompletedJob) => a.at < b.at || (a.at === b.at && compare(a.jid, b.jid) < 0);
