@@ -9,6 +9,7 @@ export * from "./adapter.js";
 export * from "./extensions.js";
 export * from "./guard.js";
 export * from "./methods.js";
+export * from "./group-commit.js";
 export * from "./inputs.js";
 export { STORABLE_TEXT_PATTERN, storableText } from "./text.js";
 export type { Probe } from "./probe.js";

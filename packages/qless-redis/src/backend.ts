@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import {
   type Backend,
+  BackendUnavailableError,
   type Capabilities,
   type CompleteOptions,
   ConflictError,
@@ -17,6 +18,7 @@ import {
   type JobRemoval,
   type Json,
   type ListOptions,
+  type NormalizedEnqueueInput,
   NotFoundError,
   type Page,
   type QlessCommands,
@@ -27,10 +29,12 @@ import {
   backoffDelay,
   decodeCursor,
   encodeCursor,
+  groupCommit,
   guardBackend,
   normalizeEnqueueInput,
   runAtOf,
 } from "@switchyard/core";
+import { type EnqueueRecord, canBuild, createdDocument } from "./created.js";
 import { translateError } from "./errors.js";
 import { qlessEventFeed } from "./event-feed.js";
 import {
@@ -44,6 +48,9 @@ import {
 } from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
 import { QlessScriptError, callQless, formatNow, qlessScript } from "./script.js";
+
+/** As many single enqueues as one bulk share a script call at most. */
+const MAX_PER_CALL = 1000;
 
 let lastNow = 0;
 
@@ -132,7 +139,7 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
   }
 
   /** One job as switchyard.enqueue-many takes it: every value a string, as qless's put reads its argv. */
-  function enqueueRecord(input: ReturnType<typeof normalizeEnqueueInput>, now: number) {
+  function enqueueRecord(input: NormalizedEnqueueInput, now: number): EnqueueRecord {
     const runAt = runAtOf(input, now);
     // Each put has its own instant, as separate puts would: equal priorities keep batch order. The
     // delay counts from that same instant, so that qless's `now + delay` lands on runAt exactly.
@@ -141,7 +148,7 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     if (input.backoff) meta.backoff = input.backoff;
     if (input.uniqueKey) meta.uniqueKey = input.uniqueKey;
     if (input.native && Object.keys(input.native).length > 0) meta.native = input.native;
-    return {
+    const record = {
       now: formatNow(putAt),
       jid: input.id ?? randomUUID().replaceAll("-", ""),
       klass: input.name,
@@ -154,22 +161,39 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
       unique: input.uniqueKey ?? "",
       meta: Object.keys(meta).length > 0 ? JSON.stringify(meta) : "",
     };
+    return { ...record, build: canBuild(record) ? "1" : "" };
   }
 
   /**
    * Enqueues the whole batch in one script call, which decides every job before it writes any:
-   * all are written or (on a jid another queue uses) none. The documents come back from the
-   * same call, so nothing can change the jobs between the write and the answer.
+   * all are written or (on a jid another queue uses) none. A job the call created is built here from
+   * what was sent (createdDocument); any other comes back from the same call as the script read it,
+   * so nothing can change the jobs between the write and the answer.
    */
-  async function enqueueMany(queue: string, inputs: ReturnType<typeof normalizeEnqueueInput>[]): Promise<EnqueueResult[]> {
+  async function enqueueMany(queue: string, inputs: NormalizedEnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
     const now = Date.now();
     const records = inputs.map((input) => enqueueRecord(input, now));
     const reply = JSON.parse((await call("switchyard.enqueue-many", queue, JSON.stringify(records))) as string) as
-      | Array<{ created: number; doc: SwitchyardDocument }>
+      | Array<{ created: number; doc?: SwitchyardDocument; time?: string }>
       | Record<string, never>;
-    return list(reply).map(({ created, doc }) => ({ job: toCoreJob(doc, queue), created: created === 1 }));
+    return list(reply).map(({ created, doc, time }, i) => ({
+      job: toCoreJob(doc ?? createdDocument(records[i] as EnqueueRecord, queue, time as string), queue),
+      created: created === 1,
+    }));
   }
+
+  /**
+   * Single enqueues of one queue that arrive while its enqueue calls are in flight share the next
+   * call (core's groupCommit), up to a bulk's size; two calls in flight keep Redis and this process
+   * busy at once. A call the script refused wrote nothing, so its jobs are sent again one by one and
+   * a refused job fails its own caller only.
+   */
+  const enqueueInBatch = groupCommit(enqueueMany, {
+    take: (waiting) => Math.min(waiting.length, MAX_PER_CALL),
+    maxInFlight: 2,
+    retryAlone: (error) => !(error instanceof BackendUnavailableError),
+  });
 
   const backend = {
     kind: "qless-redis",
@@ -203,8 +227,7 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     },
 
     async enqueue(queue: string, input: EnqueueInput) {
-      const [result] = await enqueueMany(queue, [normalizeEnqueueInput(input)]);
-      return result as EnqueueResult;
+      return enqueueInBatch(queue, normalizeEnqueueInput(input));
     },
 
     async enqueueBulk(queue: string, inputs: EnqueueInput[]) {

@@ -26,19 +26,39 @@ interface LogMessage {
   to?: string;
 }
 
+/** Whether the job hash must say what the message does not: its queue, or whether a `put` scheduled it. */
+const needsLookup = (message: LogMessage) => message.event !== "completed" && message.event !== "advanced" && message.event !== "canceled";
+
 export function qlessEventFeed(redis: Redis): JobEventFeed {
-  /** `failed` and `lock_lost` name no queue, and a `put` may have scheduled the job: the job hash says. */
-  async function toEvent(message: LogMessage): Promise<StoreEvent | null> {
+  /** The event of a message, given its job's stored queue and state where it needed them. */
+  function toEvent(message: LogMessage, stored: [string | null, string | null] | undefined): StoreEvent | null {
     let type = LOG_EVENT_TYPES[message.event ?? ""];
     if (!type || !message.jid) return null;
     let queue = message.event === "advanced" ? message.to : message.queue;
-    if (message.event !== "completed" && message.event !== "advanced" && message.event !== "canceled") {
-      const [storedQueue, state] = await redis.hmget(`ql:j:${message.jid}`, "queue", "state");
-      queue ??= storedQueue ?? undefined;
-      if (message.event === "put" && state === "scheduled") type = "delayed";
+    if (stored) {
+      queue ??= stored[0] ?? undefined;
+      if (message.event === "put" && stored[1] === "scheduled") type = "delayed";
     }
     if (!queue) return null;
     return { type, queue, jobId: message.jid, time: Date.now(), position: null };
+  }
+
+  /** The stored queue and state of each message that needs them, in one pipelined round trip. */
+  async function lookUp(messages: LogMessage[]): Promise<Array<[string | null, string | null] | undefined>> {
+    const pipeline = redis.pipeline();
+    const looked = messages.map((message) => {
+      const wanted = message.jid !== undefined && LOG_EVENT_TYPES[message.event ?? ""] !== undefined && needsLookup(message);
+      if (wanted) pipeline.hmget(`ql:j:${message.jid}`, "queue", "state");
+      return wanted;
+    });
+    const replies = pipeline.length > 0 ? ((await pipeline.exec()) ?? []) : [];
+    let next = 0;
+    return looked.map((wanted) => {
+      if (!wanted) return undefined;
+      const [error, fields] = replies[next++] ?? [new Error("qless-redis: no reply to a job lookup"), null];
+      if (error) throw error;
+      return fields as [string | null, string | null];
+    });
   }
 
   return {
@@ -46,17 +66,34 @@ export function qlessEventFeed(redis: Redis): JobEventFeed {
 
     watchEvents(onEvent, options = {}) {
       const subscriber = redis.duplicate();
-      // Messages are told in the order they came, though looking a job up takes a round trip.
+      // Messages are told in the order they came. Those that arrive while the jobs of earlier ones
+      // are looked up wait, and are looked up together: one round trip per burst, not per message.
+      let waiting: string[] = [];
       let told = Promise.resolve();
-      subscriber.on("message", (_channel: string, text: string) => {
-        told = told.then(async () => {
+      const tellWaiting = async () => {
+        const texts = waiting;
+        waiting = [];
+        const messages: LogMessage[] = [];
+        for (const text of texts) {
           try {
-            const event = await toEvent(JSON.parse(text) as LogMessage);
-            if (event) onEvent(event);
+            messages.push(JSON.parse(text) as LogMessage);
           } catch (error) {
             options.onError?.(error as Error);
           }
-        });
+        }
+        try {
+          const stored = await lookUp(messages);
+          messages.forEach((message, i) => {
+            const event = toEvent(message, stored[i]);
+            if (event) onEvent(event);
+          });
+        } catch (error) {
+          options.onError?.(error as Error);
+        }
+      };
+      subscriber.on("message", (_channel: string, text: string) => {
+        if (waiting.length === 0) told = told.then(tellWaiting);
+        waiting.push(text);
       });
       subscriber.on("error", (error: Error) => options.onError?.(error));
       const subscribed = subscriber.subscribe("ql:log").catch((error: Error) => options.onError?.(error));

@@ -32,7 +32,7 @@ local function unique_holder(queue, unique)
 end
 
 -- Enqueues a batch, all or nothing. `items` is a JSON array of
--- {now, jid, klass, data, delay, priority, tags, retries, depends, unique, meta}, every value a
+-- {now, jid, klass, data, delay, priority, tags, retries, depends, unique, meta, build}, every value a
 -- string as put takes it; `now` is the item's own put time, so equal priorities keep batch order.
 -- Each job is created unless its unique key (in this queue) or its jid is taken already, by an
 -- existing job or an earlier item of the batch; then the holder answers. A jid of another queue
@@ -82,9 +82,16 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json)
     end
   end
 
+  -- A created job whose caller builds it from what it sent (item.build, see created.ts) is answered
+  -- by its `time` field alone, unless someone tracks its jid: reading back and encoding every new
+  -- job cost as much as writing it.
   local answers = {}
-  for i = 1, #items do
-    answers[i] = { created = creates[i] and 1 or 0, doc = sy_document(answer_jid[i]) }
+  for i, item in ipairs(items) do
+    if creates[i] and item.build == '1' and not is_tracked(item.jid) then
+      answers[i] = { created = 1, time = string.format('%.20f', tonumber(item.now)) }
+    else
+      answers[i] = { created = creates[i] and 1 or 0, doc = sy_document(answer_jid[i]) }
+    end
   end
   return cjson.encode(answers)
 end
