@@ -52,7 +52,10 @@ const targets: Array<{ name: string; server?: RunningServer; url?: string }> = [
   { name: "RESP door -> qless-redis", server: await gateway({ type: "qless-redis", url: REDIS_URL }) },
   { name: "RESP door -> SQLite", server: await gateway({ type: "workerqueue-sql", url: `sqlite:${join(dir, "bench.sqlite")}` }) },
 ];
-await new Redis(REDIS_URL).flushdb();
+const flusher = new Redis(REDIS_URL);
+await flusher.flushdb();
+// A client left connected would keep this process alive after the table is printed.
+flusher.disconnect();
 
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model}; ${JOBS} jobs per run, ${ROUNDS} interleaved rounds, medians`);
 for (const concurrency of CONCURRENCY) {

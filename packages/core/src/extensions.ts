@@ -55,6 +55,19 @@ export function hasJobEditing(backend: Backend): backend is Backend & JobEditing
   return typeof editing.setPriority === "function" && typeof editing.setTags === "function" && typeof editing.replace === "function";
 }
 
+/**
+ * Finding a job by its id alone, on a store whose ids are per queue: what qless's global jids need
+ * (a put of a jid another queue holds moves that job). Without it a door asks every queue.
+ */
+export interface JobLookup {
+  /** The queues that hold a job under `id`, in any state, in name order: one read, whatever the number of queues. */
+  queuesHolding(id: string): Promise<string[]>;
+}
+
+export function hasJobLookup(backend: Backend): backend is Backend & JobLookup {
+  return typeof (backend as Partial<JobLookup>).queuesHolding === "function";
+}
+
 /** An entry of glide-mq's events stream: its stream id, the `event` field, and the other fields. */
 export interface GlideMqEvent {
   id: string;

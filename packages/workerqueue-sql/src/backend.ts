@@ -28,9 +28,10 @@ import {
   guardBackend,
   parseOrThrow,
 } from "@switchyard/core";
+import { rowsOf } from "./bulk-insert.js";
 import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
-import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
+import { DELAYED_LOCKS, MAX_ROW_ID, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
@@ -348,11 +349,61 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     return counts;
   }
 
+  /** The queue names (see #queueNames); rows without a queue are the default queue's. */
   async queues(): Promise<string[]> {
     await this.ready();
     const { knex, table, defaultQueue } = this.store;
-    const rows = await withRetry("queues", () => knex(table).distinct(knex.raw("coalesce(??, ?) as queue", [SY.queue, defaultQueue])));
-    return (rows as Array<{ queue: string }>).map((row) => row.queue).sort();
+    const [named, unnamed] = await withRetry("queues", () =>
+      Promise.all([
+        knex.raw(`${this.#queueNames()} select name from names where name is not null`, [SY.queue, table, SY.queue, table, SY.queue]),
+        this.#unnamed(),
+      ]),
+    );
+    const names = (rowsOf(this.store, named) as unknown as Array<{ name: string }>).map((row) => String(row.name));
+    if (unnamed !== undefined && !names.includes(defaultQueue)) names.push(defaultQueue);
+    return names.sort();
+  }
+
+  /**
+   * The queues that hold a job under `id` (JobLookup): the queue-name scan of queues() joined to
+   * the (queue, job id) index, one seek per queue in one statement; a row id names one row.
+   */
+  async queuesHolding(id: string): Promise<string[]> {
+    await this.ready();
+    const { knex, table, defaultQueue } = this.store;
+    const rowId = /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID ? Number(id) : null;
+    // One statement: the named queues holding the id, then (as a null name) a row without a queue.
+    const holding = `${this.#queueNames()}
+      select names.name as name from names join ?? j on j.?? = names.name and j.?? = ?
+      union all select null from ?? where ?? is null and ?? = ?`;
+    const [named, byRowId] = await withRetry("queuesHolding", () =>
+      Promise.all([
+        knex.raw(holding, [SY.queue, table, SY.queue, table, SY.queue, table, SY.queue, SY.jobId, id, table, SY.queue, SY.jobId, id]),
+        rowId === null ? undefined : knex(table).whereNull(SY.jobId).andWhere("id", rowId).first(SY.queue),
+      ]),
+    );
+    const names = new Set((rowsOf(this.store, named) as unknown as Array<{ name: string | null }>).map((row) => row.name ?? defaultQueue));
+    if (byRowId !== undefined) names.add((byRowId as Record<string, string | null>)[SY.queue] ?? defaultQueue);
+    return [...names].sort();
+  }
+
+  /**
+   * The queue names as a recursive `names` table, read by a loose index scan: each next name is one
+   * seek in the queue index, so the cost grows with the number of queues, not of rows (a DISTINCT
+   * reads every row: milliseconds at 100,000 jobs, and the qless doors ask on every put). Bindings:
+   * queue column, table, queue column, table, queue column.
+   */
+  #queueNames(): string {
+    return `with recursive names(name) as (
+      select min(??) from ??
+      union all
+      select (select min(??) from ?? where ?? > names.name) from names where names.name is not null
+    )`;
+  }
+
+  /** A row without a queue (Worker Queue's own producers write none: the default queue's), or undefined. */
+  #unnamed() {
+    return this.store.knex(this.store.table).whereNull(SY.queue).first(this.store.knex.raw("1 as found"));
   }
 
   async pause(queue: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { type EnqueueInput, type Json, QlessCommandError } from "@switchyard/core";
+import { type EnqueueInput, type Job, type Json, QlessCommandError } from "@switchyard/core";
 
 /**
  * A qless command's arguments as qless's script reads them, and the Lua and Redis idioms of its
@@ -62,33 +62,33 @@ export function luaNumberText(value: number): string {
   return trim(value.toFixed(Math.max(0, 13 - power)));
 }
 
-/** `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an EnqueueInput. */
-export function putInput(args: QlessArgs): EnqueueInput {
+/**
+ * `put worker queue jid klass data delay [priority p] [tags JSON] [retries n] [depends JSON]` as an
+ * EnqueueInput. `before` is the job the jid names already: qless's put keeps its priority, tags and
+ * retries where the put does not give them.
+ */
+export function putInput(args: QlessArgs, before: Job | null = null): EnqueueInput {
   const jid = required("put", "Put", args, 2, "jid");
   const klass = required("put", "Put", args, 3, "klass");
   const data = jsonArg("put", "Put", args[4], "data");
   const delay = numeric("put", "Put", args[5] ?? 0, "delay");
-  const options = args.slice(6);
-  if (options.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
-  const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: DEFAULT_RETRIES + 1 };
+  const rest = args.slice(6);
+  if (rest.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
+  // As qless reads them into a table: an option given twice takes its last value.
+  const options = new Map<string, Arg | undefined>();
+  for (let i = 0; i < rest.length; i += 2) options.set(String(rest[i]), rest[i + 1]);
+  const option = <T>(key: string, parse: (value: Arg | undefined) => T, kept: T): T => (options.has(key) ? parse(options.get(key)) : kept);
+  const retries = option("retries", (value) => numeric("put", "Put", value, "retries"), (before?.maxAttempts ?? DEFAULT_RETRIES + 1) - 1);
+  const tags = option("tags", (value) => nameList("put", "Put", value, "tags"), before?.tags ?? []);
+  const priority = option("priority", (value) => numeric("put", "Put", value, "priority"), before?.priority ?? 0);
+  const depends = option("depends", (value) => nameList("put", "Put", value, "depends"), []);
+  const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: retries + 1 };
   if (delay > 0) input.delay = Math.round(delay * 1000);
-  for (let i = 0; i < options.length; i += 2) {
-    const [key, value] = [String(options[i]), options[i + 1]];
-    // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
-    // non-defaults reach the backend, so a backend without tags still takes a plain put.
-    if (key === "priority") {
-      const priority = numeric("put", "Put", value, "priority");
-      if (priority !== 0) input.priority = priority;
-    } else if (key === "retries") {
-      input.maxAttempts = numeric("put", "Put", value, "retries") + 1;
-    } else if (key === "tags") {
-      const tags = nameList("put", "Put", value, "tags");
-      if (tags.length > 0) input.tags = tags;
-    } else if (key === "depends") {
-      const depends = nameList("put", "Put", value, "depends");
-      if (depends.length > 0) input.dependsOn = depends;
-    }
-  }
+  // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
+  // non-defaults reach the backend, so a backend without tags still takes a plain put.
+  if (priority !== 0) input.priority = priority;
+  if (tags.length > 0) input.tags = tags;
+  if (depends.length > 0) input.dependsOn = depends;
   return input;
 }
 

@@ -9,6 +9,7 @@ import {
   NotFoundError,
   UnsupportedError,
   hasJobEditing,
+  hasJobLookup,
   hasJobRemoval,
 } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
@@ -105,10 +106,15 @@ export async function refuseTimedOut(backend: Backend, queue: string, jid: strin
   if (job && settings.timeouts.stalled(backend, job)) throw notRunning(command, jid, "stalled");
 }
 
-/** What a translated command tells its door beside its reply. */
+/** What a translated command tells its door beside its reply, and asks of it. */
 export interface TranslatedNotes {
-  /** The job `jid` now lives in `queue` (a requeue or unfail moved it there from another queue). */
+  /** The job `jid` now lives in `queue` (a put, requeue or unfail moved it there from another queue). */
   moved?(jid: string, queue: string): void;
+  /**
+   * Throws (AuthError) when the caller may not take a job out of `queue`, a queue the command does not
+   * name but moves a job from (qless's jids are global); asked before anything is written.
+   */
+  mayMoveFrom?(queue: string): void;
 }
 
 export type Handler = (
@@ -140,13 +146,16 @@ export async function activeJobs(backend: Backend): Promise<Job[]> {
   return jobs;
 }
 
-/** The job under `jid` in another queue of the backend than `queue` (qless's jids are global), or null. */
+/**
+ * The job under `jid` in another queue of the backend than `queue` (qless's jids are global), or null.
+ * A store with JobLookup says which queues hold the jid in one read; any other is asked queue by
+ * queue, all at once.
+ */
 export async function elsewhere(backend: Backend, queue: string, jid: string): Promise<Job | null> {
-  for (const other of await backend.queues()) {
-    const job = other === queue ? null : await backend.get(other, jid);
-    if (job && !forgotten(job)) return job;
-  }
-  return null;
+  const candidates = hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues();
+  const others = candidates.filter((other) => other !== queue);
+  const found = await Promise.all(others.map((other) => backend.get(other, jid)));
+  return found.find((job): job is Job => job !== null && !forgotten(job)) ?? null;
 }
 
 /** The most jobs a translated listing (peek, jobs, tag get/top) reads; qless keeps these in sorted sets, a core store must scan. */
@@ -205,12 +214,21 @@ export async function expireLease(backend: Backend, job: Job): Promise<Job> {
   return expired;
 }
 
-/** What moving `job` into `queue` needs: editing when the queue holds the jid already, removal when the job is finished. */
-export function moveable(backend: Backend, job: Job, queue: string, inTarget: Job | null): void {
+/**
+ * What moving `job` into `queue` needs: editing when the queue holds the jid already, removal when the
+ * job is finished. A job waiting on others is not moved without new ones (`input`'s): a core store's
+ * dependencies name jobs of the job's own queue, so the old ones would mean other jobs, or none, there.
+ */
+export function moveable(backend: Backend, job: Job, queue: string, inTarget: Job | null, input?: EnqueueInput): void {
   if (inTarget) editable(backend, queue, "move of a jid into a queue that holds it");
   if ((job.state === "completed" || job.state === "failed") && !hasJobRemoval(backend)) {
     throw new UnsupportedError(
       `qless's move of a ${job.state} job into another queue needs a backend that can remove jobs; queue ${job.queue} is on ${backend.kind}, which cannot`,
+    );
+  }
+  if (job.state === "blocked" && (input?.dependsOn?.length ?? 0) === 0) {
+    throw new UnsupportedError(
+      `qless's move of job ${job.id}, which waits on other jobs of queue ${job.queue}, into queue ${queue} would lose its dependencies: on ${backend.kind} they hold within one queue`,
     );
   }
 }
@@ -218,14 +236,35 @@ export function moveable(backend: Backend, job: Job, queue: string, inTarget: Jo
 /**
  * qless moves a jid between queues when it is put into another one; here the job is put in `queue`
  * under the same jid first, then taken out of its old queue (canceled, or removed once finished), so
- * a failure between the two leaves it in both rather than in neither.
+ * a failure between the two leaves it in both rather than in neither, and the same put sent again
+ * finishes the move (see `put`).
  */
 export async function moveJob(backend: Backend, job: Job, queue: string, input: EnqueueInput, inTarget: Job | null): Promise<void> {
-  moveable(backend, job, queue, inTarget);
+  moveable(backend, job, queue, inTarget, input);
   const { created } = await backend.enqueue(queue, { ...input, id: job.id });
   if (!created) await editable(backend, queue, "move of a jid into a queue that holds it").replace(queue, job.id, input);
-  if ((job.state === "completed" || job.state === "failed") && hasJobRemoval(backend)) await backend.remove(job.queue, [job.id]);
-  else await backend.cancel(job.queue, job.id);
+  await takeOut(backend, job);
+}
+
+const finished = (job: Job) => job.state === "completed" || job.state === "failed";
+
+/**
+ * Takes a moved job out of its old queue: canceled, or removed when finished. A job that its worker
+ * finished, or someone canceled or removed, since it was read is taken out as it is now.
+ */
+async function takeOut(backend: Backend, job: Job): Promise<void> {
+  if (finished(job) && hasJobRemoval(backend)) {
+    await backend.remove(job.queue, [job.id]);
+    return;
+  }
+  try {
+    await backend.cancel(job.queue, job.id);
+  } catch (error) {
+    if (!(error instanceof InvalidStateError || error instanceof NotFoundError)) throw error;
+    const now = await backend.get(job.queue, job.id);
+    if (now && finished(now) && hasJobRemoval(backend)) await backend.remove(job.queue, [job.id]);
+    else if (now !== null && !forgotten(now)) throw error;
+  }
 }
 
 /** The backend's JobEditing, or a 501 naming what the store cannot do. */

@@ -6,6 +6,7 @@ import {
   LeaseLostError,
   NotFoundError,
   QlessCommandError,
+  hasJobLookup,
 } from "@switchyard/core";
 
 /**
@@ -43,15 +44,18 @@ export function notRunning(command: WorkerCommand, jid: string, state: string): 
   return new QlessCommandError(command.toLowerCase(), `${command}(): Job ${jid}${WORDS[command].notRunning}${state}`);
 }
 
-/** The job under `jid` in `queue`; for Complete, which names a queue qless checks, also in another queue. */
+/**
+ * The job under `jid` in `queue`; for Complete, which names a queue qless checks, also in another
+ * queue, where a job this one left behind canceled (a put moved it) lives on.
+ */
 async function findJob(backend: Backend, queue: string, jid: string, command: WorkerCommand): Promise<Job | null> {
   const job = await backend.get(queue, jid);
-  if (job || command !== "Complete") return job;
-  for (const other of await backend.queues()) {
+  if (command !== "Complete" || (job && job.state !== "canceled")) return job;
+  for (const other of hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues()) {
     const found = other === queue ? null : await backend.get(other, jid);
-    if (found) return found;
+    if (found && found.state !== "canceled") return found;
   }
-  return null;
+  return job;
 }
 
 /**

@@ -54,6 +54,15 @@ export class QlessTracked {
     return perBackend(this.#jobs, backend).delete(keyOf(queue, jid));
   }
 
+  /** qless tracks a jid, not a queue's job: a tracked job moved into another queue stays tracked. */
+  moved(backend: Backend, from: string, to: string, jid: string): void {
+    const jobs = this.#jobs.get(backend);
+    const tracked = jobs?.get(keyOf(from, jid));
+    if (!jobs || !tracked) return;
+    jobs.delete(keyOf(from, jid));
+    setNewest(jobs, keyOf(to, jid), { ...tracked, queue: to });
+  }
+
   has(backend: Backend, queue: string, jid: string): boolean {
     return this.#jobs.get(backend)?.has(keyOf(queue, jid)) ?? false;
   }

@@ -33,10 +33,13 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     const inTarget = await backend.get(queue, jid);
     const job = inTarget && !forgotten(inTarget) ? inTarget : await elsewhere(backend, queue, jid);
     if (!job) throw qlessError("requeue", `Requeue(): Job ${jid} does not exist`);
-    const input = putInput(args);
+    const input = putInput(args, job);
     if (job.queue === queue) await editable(backend, queue, "requeue").replace(queue, jid, input);
-    // qless's jids are global, so a requeue into another queue moves the job there.
-    else await moveJob(backend, job, queue, input, inTarget);
+    else {
+      // qless's jids are global, so a requeue into another queue moves the job there.
+      notes.mayMoveFrom?.(job.queue);
+      await moveJob(backend, job, queue, input, inTarget);
+    }
     notes.moved?.(jid, queue);
     // qless's requeue is a put, and tells what a put tells.
     tellPut(settings, backend, queue, jid, String(args[0] ?? ""), job);
@@ -79,6 +82,7 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     for (const job of chosen) {
       if (job.queue === queue) editable(backend, queue, "unfail");
       else {
+        notes.mayMoveFrom?.(job.queue);
         targets.set(job.id, await backend.get(queue, job.id));
         moveable(backend, job, queue, targets.get(job.id) ?? null);
       }

@@ -7,6 +7,7 @@ import {
   type Handler,
   type TranslatedNotes,
   editable,
+  elsewhere,
   everyJob,
   exhaustedGroup,
   exhaustedMessage,
@@ -14,6 +15,7 @@ import {
   forgotten,
   jobList,
   jobsOfBackend,
+  moveJob,
   refuseTimedOut,
   remainingRetries,
   unsupported,
@@ -33,13 +35,28 @@ export type { QlessArgs } from "./qless-args.js";
 
 /** Commands a non-qless backend can serve; the `queue` is the one the command was routed by. */
 const JOB_COMMANDS: Record<string, Handler> = {
-  async put(backend, queue, args, settings) {
-    const input = putInput(args);
-    const { job, created } = await backend.enqueue(queue, input);
-    // A jid that exists is put again as new, as qless re-puts it.
-    if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, job.id, input);
-    tellPut(settings, backend, queue, job.id, String(args[0] ?? ""), created ? null : job);
-    return job.id;
+  async put(backend, queue, args, settings, notes) {
+    // Every argument is checked before the store is read or written.
+    const fresh = putInput(args);
+    const jid = String(fresh.id);
+    const worker = String(args[0] ?? "");
+    // qless's jids are global: a jid another queue of the store holds is that job, moved here (one
+    // held here as well is a move a failure left half done, which this put finishes). Finding it
+    // reads every queue of the store, on each put.
+    const there = await elsewhere(backend, queue, jid);
+    if (there) {
+      notes.mayMoveFrom?.(there.queue);
+      await moveJob(backend, there, queue, putInput(args, there), await backend.get(queue, jid));
+      notes.moved?.(jid, queue);
+      tellPut(settings, backend, queue, jid, worker, there);
+      return jid;
+    }
+    const { job, created } = await backend.enqueue(queue, fresh);
+    // A jid that exists is put again as new, as qless re-puts it, keeping what qless keeps of it.
+    const before = created || forgotten(job) ? null : job;
+    if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, jid, putInput(args, before));
+    tellPut(settings, backend, queue, jid, worker, before);
+    return jid;
   },
   async pop(backend, queue, args, settings) {
     const worker = required("pop", "Pop", args, 1, "worker");

@@ -276,7 +276,9 @@ export const qlessDoor: Door = {
             : "qless" in target
               ? shapeReply(command, args, await target.qless.qless(command, now ?? Date.now() / 1000, ...args))
               : await onQlessClock(config.doors.qless.clock, now, () =>
-                  runTranslated(target.backend, target.queue, command, args, qlessSettings),
+                  runTranslated(target.backend, target.queue, command, args, qlessSettings, {
+                    mayMoveFrom: (from) => requireAccess(c, "qless", access, from),
+                  }),
                 );
         return c.json({ reply: reply as never }, 200);
       },

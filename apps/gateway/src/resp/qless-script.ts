@@ -1,7 +1,8 @@
-import { QlessCommandError, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
+import { QlessCommandError, hasJobLookup, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
+import { forgotten } from "../doors/qless-jobs.js";
 import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
 import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
@@ -104,13 +105,19 @@ export class JidQueues {
   async queueOf(jid: string): Promise<string | undefined> {
     const known = this.#queues.get(jid);
     if (known !== undefined) return known;
+    // A canceled job (as one a put moved to another queue leaves behind) is qless's deleted one:
+    // its queue answers only when no queue holds the jid alive.
+    let canceledIn: string | undefined;
     for (const { backend } of this.backends.values())
-      for (const queue of await backend.queues())
-        if (await backend.get(queue, jid)) {
+      for (const queue of hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues()) {
+        const job = await backend.get(queue, jid);
+        if (job && !forgotten(job)) {
           this.remember(jid, queue);
           return queue;
         }
-    return undefined;
+        if (job) canceledIn ??= queue;
+      }
+    return canceledIn;
   }
 }
 
@@ -236,9 +243,10 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
               command,
               args,
               await onQlessClock(context.qlessClock ?? "caller", now, () =>
-                // A job requeue or unfail moved to another queue is found there next time.
+                // A job a put, requeue or unfail moved to another queue is found there next time.
                 runTranslated(target.backend, target.queue, command, args, context.qlessSettings, {
                   moved: (moved, queue) => context.jids.remember(moved, queue),
+                  mayMoveFrom: (from) => context.authorize(access, from),
                 }),
               ),
             );
