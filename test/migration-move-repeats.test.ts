@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Backend, type Page, migrateQueue } from "@switchyard/core";
+import { type Backend, type Page, migrateQueue, queueChecksum, verifyQueue } from "@switchyard/core";
 import type { Job } from "@switchyard/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "./matrix-backends.js";
@@ -25,14 +25,17 @@ describe("moving from a source that returns a job on two pages", () => {
     await Promise.all([sourceStore.dispose(), targetStore.dispose()]);
   });
 
-  /** The source with each export page starting with the last job of the page before, as read then. */
+  /**
+   * The source with each export page starting with the last job of the page before, as read then,
+   * and saying so (`mayRepeat`), as glide-mq's SCAN-based export does.
+   */
   function repeatingLastJob(backend: Backend): Backend {
     let last: Job | null = null;
     const repeating = async (queue: string, options?: { limit?: number; cursor?: string }): Promise<Page<Job>> => {
       const page = await backend.export(queue, options);
       const items = last ? [last, ...page.items] : page.items;
       last = page.items.at(-1) ?? null;
-      return { ...page, items };
+      return { ...page, items, mayRepeat: true };
     };
     return new Proxy(backend, {
       get: (wrapped, property, receiver) => (property === "export" ? repeating : Reflect.get(wrapped, property, receiver)),
@@ -53,5 +56,17 @@ describe("moving from a source that returns a job on two pages", () => {
     expect((await exportAll(target, queue)).map((job) => job.id).sort()).toEqual([...ids].sort());
     expect(await targetStore.countJobs(queue)).toBe(ids.length);
     expect(await sourceStore.countJobs(queue)).toBe(0);
+  });
+
+  it("the verification counts a job handed out on two pages once: the same checksum as an export without repeats", async () => {
+    const queue = targetStore.track(sourceStore.track(`repeat-${randomUUID().slice(0, 8)}`));
+    for (let n = 0; n < 7; n++) await source.enqueue(queue, { name: "copied", data: { n } });
+    await migrateQueue({ from: source, to: target, queue, batchSize: 2 });
+
+    const repeating = repeatingLastJob(source);
+    const checksum = await queueChecksum(repeating, queue);
+    expect(checksum.waiting.jobs).toBe(7);
+    expect(checksum).toEqual(await queueChecksum(source, queue));
+    expect(await verifyQueue(repeating, target, { queue })).toMatchObject({ equal: true, differing: [] });
   });
 });

@@ -84,6 +84,11 @@ export interface Page<T> {
   items: T[];
   /** Pass back to get the next page; null on the last page. */
   cursor: string | null;
+  /**
+   * Set on every page of an export that may hand a job out on more than one page (one that scans a
+   * keyspace which can grow meanwhile); readers that count jobs then skip the ids they have seen.
+   */
+  mayRepeat?: boolean;
 }
 
 export interface ExportOptions {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Backend } from "./backend.js";
+import type { Backend, Page } from "./backend.js";
 import { JOB_STATES, type Job, type JobState, type Json } from "./job.js";
 
 /*
@@ -61,18 +61,12 @@ export interface StateChecksum {
 
 export type QueueChecksum = Record<JobState, StateChecksum>;
 
-/**
- * Sums job digests per state as pages of jobs come. A job seen twice is counted once: an export may
- * hand a job out on two pages (glide-mq's SCAN-based one does while the keyspace grows).
- */
+/** Sums job digests per state as pages of jobs come (each job once: see forEachPage). */
 export class ChecksumAccumulator {
   readonly #sums = new Map<JobState, { jobs: number; sum: bigint }>();
-  readonly #seen = new Set<string>();
 
   add(jobs: readonly Job[]): void {
     for (const job of jobs) {
-      if (this.#seen.has(job.id)) continue;
-      this.#seen.add(job.id);
       const state = migratedState(job);
       const entry = this.#sums.get(state) ?? { jobs: 0, sum: 0n };
       entry.jobs++;
@@ -91,12 +85,19 @@ export class ChecksumAccumulator {
   }
 }
 
-/** Every job of a queue, page by page, handed to `each`. */
+/**
+ * Every job of a queue, page by page, handed to `each` once. Only an export whose pages say they
+ * may repeat a job (glide-mq's SCAN-based one, while the keyspace grows) costs a set of the ids seen,
+ * so reading other stores takes the same memory whatever the queue's size.
+ */
 export async function forEachPage(backend: Backend, queue: string, each: (jobs: Job[]) => void, limit = 1000): Promise<void> {
   let cursor: string | null = null;
+  let seen: Set<string> | null = null;
   do {
-    const page = await backend.export(queue, cursor === null ? { limit } : { limit, cursor });
-    each(page.items);
+    const page: Page<Job> = await backend.export(queue, cursor === null ? { limit } : { limit, cursor });
+    if (page.mayRepeat) seen ??= new Set();
+    const known = seen;
+    each(known === null ? page.items : page.items.filter((job) => !known.has(job.id) && Boolean(known.add(job.id))));
     cursor = page.cursor;
   } while (cursor !== null);
 }

@@ -178,7 +178,7 @@ export async function exportJobs(
     if (flat.length > 0) items.push(toJob(queue, flatToRecord(flat), score, deps));
   });
   const finished = next === "0" && exported.length === 0;
-  return { items, cursor: finished ? null : encodeCursor({ c: next, k: exported }) };
+  return { items, cursor: finished ? null : encodeCursor({ c: next, k: exported }), mayRepeat: true };
 }
 
 /** Queue names that have any of glide-mq's queue-level keys, on every primary of a cluster. */
