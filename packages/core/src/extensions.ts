@@ -68,6 +68,11 @@ export function hasJobLookup(backend: Backend): backend is Backend & JobLookup {
   return typeof (backend as Partial<JobLookup>).queuesHolding === "function";
 }
 
+/** The queues to look in for a job known by its id alone: those JobLookup names, else every queue. */
+export async function queuesToSearch(backend: Backend, id: string): Promise<string[]> {
+  return hasJobLookup(backend) ? backend.queuesHolding(id) : backend.queues();
+}
+
 /** An entry of glide-mq's events stream: its stream id, the `event` field, and the other fields. */
 export interface GlideMqEvent {
   id: string;

@@ -1,20 +1,27 @@
-import { type CompleteOptions, type CompletedAndNext, DEFAULT_LEASE_MS, type Job, type ReserveOptions } from "@switchyard/core";
-import { flatToRecord } from "./codec.js";
+import {
+  type CompleteOptions,
+  type CompletedAndNext,
+  DEFAULT_LEASE_MS,
+  type Job,
+  type ReserveOptions,
+  groupCommit,
+} from "@switchyard/core";
 import { throwRefusal, toActivated } from "./consumer.js";
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
 import { toJob } from "./mapping.js";
 import { type RedisClient, runScript } from "./scripts.js";
 
-/** A completion waiting for its queue's next call, with how to answer its caller. */
-interface Pending {
+/** A completion waiting for its queue's next call. */
+interface Completion {
   id: string;
   options: CompleteOptions;
   next: ReserveOptions | undefined;
   /** The backend's clock when the caller asked (callers of one batch may run on different clocks). */
   now: number;
-  resolve: (done: { completed: Job; ended: Record<string, string>; next: Job[] }) => void;
-  reject: (error: unknown) => void;
 }
+
+/** What one completion of a call came to: the jobs, or the refusal of that completion alone. */
+type Outcome = { completed: Job; ended: Record<string, string>; next: Job[] } | { refusal: unknown };
 
 /** More completions than this in one script call would hold Redis for too long at a time. */
 const MAX_PER_CALL = 100;
@@ -24,12 +31,12 @@ const MAX_PER_CALL = 100;
  */
 const SAME_CLOCK_MS = 1_000;
 
-/** The next calls for one script call: in order, up to MAX_PER_CALL, all on about the first one's clock. */
-function takeCalls(pending: Pending[]): Pending[] {
-  const first = pending[0]?.now ?? 0;
+/** How many of the waiting completions go in the next script call: in order, up to MAX_PER_CALL, all on about the first one's clock. */
+function takeCalls(waiting: readonly Completion[]): number {
+  const first = waiting[0]?.now ?? 0;
   let count = 0;
-  while (count < Math.min(pending.length, MAX_PER_CALL) && Math.abs((pending[count] as Pending).now - first) <= SAME_CLOCK_MS) count++;
-  return pending.splice(0, Math.max(1, count));
+  while (count < Math.min(waiting.length, MAX_PER_CALL) && Math.abs((waiting[count] as Completion).now - first) <= SAME_CLOCK_MS) count++;
+  return count;
 }
 
 /** The sy lease fields completion deletes from a job that had them (lib/complete.lua). */
@@ -56,12 +63,12 @@ function finishedHash(before: unknown, returnvalue: string, finishedOn: string):
 }
 
 /**
- * Group commit for completions: while one script call for a queue is in flight, the completions that
- * arrive for that queue wait and then go together in the next one (complete-reserve-many.lua), each
- * with its own lease check and, for completeAndReserve, its own reserve. A lone completion goes at
- * once, so nothing waits on a timer; under load a call carries many, and Redis runs the library, the
- * queue's checks and one round trip once per call instead of once per job (as glide-mq's Worker
- * batches its own completions).
+ * Group commit for completions (core's groupCommit): while one script call for a queue is in flight,
+ * the completions that arrive for that queue wait and then go together in the next one
+ * (complete-reserve-many.lua), each with its own lease check and, for completeAndReserve, its own
+ * reserve. A lone completion goes at once, so nothing waits on a timer; under load a call carries
+ * many, and Redis runs the library, the queue's checks and one round trip once per call instead of
+ * once per job (as glide-mq's Worker batches its own completions).
  */
 export function completionBatches(
   ready: () => Promise<RedisClient>,
@@ -69,25 +76,7 @@ export function completionBatches(
   consumerName: (worker: string) => string,
   clock: () => number = Date.now,
 ) {
-  const queues = new Map<string, { pending: Pending[]; running: boolean }>();
-
-  async function drain(queue: string, batch: { pending: Pending[]; running: boolean }): Promise<void> {
-    try {
-      while (batch.pending.length > 0) {
-        const calls = takeCalls(batch.pending);
-        try {
-          await run(queue, calls);
-        } catch (error) {
-          for (const call of calls) call.reject(error);
-        }
-      }
-    } finally {
-      batch.running = false;
-      queues.delete(queue);
-    }
-  }
-
-  async function run(queue: string, calls: Pending[]): Promise<void> {
+  async function run(queue: string, calls: Completion[]): Promise<Outcome[]> {
     const redis = await ready();
     const k = keysOf(queue);
     const now = Math.max(...calls.map((call) => call.now));
@@ -99,46 +88,37 @@ export function completionBatches(
       args.push(next ? now + (next.leaseMs ?? DEFAULT_LEASE_MS) : "");
     });
     const replies = (await runScript(redis, "complete-reserve-many", [k.stream, k.meta], args)) as unknown[][];
-    calls.forEach((call, i) => {
+    return calls.map((call, i) => {
       const reply = replies[i] as [string, unknown, string[], unknown[], string];
       try {
         throwRefusal(reply, queue, call.id);
       } catch (refusal) {
-        call.reject(refusal);
-        return;
+        return { refusal };
       }
       const [, before, deps, reserved, finishedOn] = reply;
       const ended = finishedHash(before, returnvalues[i] as string, String(finishedOn));
-      call.resolve({
+      return {
         completed: toJob(queue, ended, null, deps),
         ended,
         next: reserved.map((raw) => toJob(queue, toActivated(raw).hash, null)),
-      });
+      };
     });
   }
+
+  const completeOne = groupCommit(run, { take: takeCalls });
 
   /**
    * Completes job `id` (for `options.worker` when given) and, with `next`, reserves that worker's next
    * jobs; `ended` is the finished hash, for what a glide-mq worker does after a job ends.
    */
-  return function completeInBatch(
+  return async function completeInBatch(
     queue: string,
     id: string,
     options: CompleteOptions,
     next?: ReserveOptions,
   ): Promise<CompletedAndNext & { ended: Record<string, string> }> {
-    return new Promise((resolve, reject) => {
-      let batch = queues.get(queue);
-      if (!batch) {
-        batch = { pending: [], running: false };
-        queues.set(queue, batch);
-      }
-      batch.pending.push({ id, options, next, now: clock(), resolve, reject });
-      if (batch.running) return;
-      // Started after the current task, so that completions issued together go together.
-      batch.running = true;
-      const started = batch;
-      queueMicrotask(() => void drain(queue, started));
-    });
+    const outcome = await completeOne(queue, { id, options, next, now: clock() });
+    if ("refusal" in outcome) throw outcome.refusal;
+    return outcome;
   };
 }

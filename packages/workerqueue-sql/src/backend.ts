@@ -31,7 +31,7 @@ import {
 import { rowsOf } from "./bulk-insert.js";
 import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
-import { DELAYED_LOCKS, MAX_ROW_ID, RJQUEUE_LOCKED, SY } from "./columns.js";
+import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
 import { replaceJob, setPriority, setTags } from "./editing.js";
@@ -47,7 +47,7 @@ import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
 import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
-import { whereNotActive, whereQueue, whereState } from "./where.js";
+import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
 
 export const WORKERQUEUE_CAPABILITIES: Capabilities = {
   delays: true,
@@ -371,7 +371,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async queuesHolding(id: string): Promise<string[]> {
     await this.ready();
     const { knex, table, defaultQueue } = this.store;
-    const rowId = /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID ? Number(id) : null;
+    const rowId = rowIdOf(id);
     // One statement: the named queues holding the id, then (as a null name) a row without a queue.
     const holding = `${this.#queueNames()}
       select names.name as name from names join ?? j on j.?? = names.name and j.?? = ?

@@ -1,9 +1,9 @@
 import { ValidationError } from "@switchyard/core";
 import type { Knex } from "knex";
 import type { JobRow } from "./columns.js";
-import { MAX_ROW_ID, SY } from "./columns.js";
+import { SY } from "./columns.js";
 import type { Store } from "./options.js";
-import { whereJobId, whereQueue } from "./where.js";
+import { rowIdOf, whereJobId, whereQueue } from "./where.js";
 
 export type Db = Knex | Knex.Transaction;
 
@@ -24,7 +24,7 @@ export async function findRow(store: Store, db: Db, queue: string, id: string, l
 export async function findRows(store: Store, db: Db, queue: string, ids: string[]): Promise<Map<string, JobRow>> {
   const found = new Map<string, JobRow>();
   if (ids.length === 0) return found;
-  const rowIds = ids.filter((id) => /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID).map(Number);
+  const rowIds = ids.map(rowIdOf).filter((rowId): rowId is number => rowId !== null);
   // PostgreSQL takes each list as one array parameter: a page of 1,000 ids is not 1,000 parameters to bind and parse.
   const among = (q: Knex.QueryBuilder, column: string, values: Array<string | number>, type: string) =>
     store.dialect === "postgres" ? q.whereRaw(`?? = any(?::${type}[])`, [column, values as never]) : q.whereIn(column, values);

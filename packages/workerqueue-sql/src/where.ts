@@ -17,7 +17,7 @@ export function whereQueue(store: Store, query: Builder, queue: string): Builder
  * would reject the comparison).
  */
 export function whereJobId(query: Builder, id: string): Builder {
-  const rowId = /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID ? Number(id) : null;
+  const rowId = rowIdOf(id);
   if (rowId === null) return query.where(SY.jobId, id);
   return query.where((q) => q.where(SY.jobId, id).orWhere((inner) => inner.whereNull(SY.jobId).andWhere("id", rowId)));
 }
@@ -85,4 +85,9 @@ export function whereState(store: Store, query: Builder, state: JobState, now: n
       // Dependencies are not supported, so no row is ever blocked.
       return query.whereRaw("1 = 0");
   }
+}
+
+/** The row id a job id can name (a positive integer in the id column's range), or null. */
+export function rowIdOf(id: string): number | null {
+  return /^[1-9][0-9]{0,9}$/.test(id) && Number(id) <= MAX_ROW_ID ? Number(id) : null;
 }

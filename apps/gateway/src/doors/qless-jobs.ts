@@ -9,8 +9,8 @@ import {
   NotFoundError,
   UnsupportedError,
   hasJobEditing,
-  hasJobLookup,
   hasJobRemoval,
+  queuesToSearch,
 } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { type QlessArgs, luaList, qlessError, seconds } from "./qless-args.js";
@@ -152,8 +152,7 @@ export async function activeJobs(backend: Backend): Promise<Job[]> {
  * queue, all at once.
  */
 export async function elsewhere(backend: Backend, queue: string, jid: string): Promise<Job | null> {
-  const candidates = hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues();
-  const others = candidates.filter((other) => other !== queue);
+  const others = (await queuesToSearch(backend, jid)).filter((other) => other !== queue);
   const found = await Promise.all(others.map((other) => backend.get(other, jid)));
   return found.find((job): job is Job => job !== null && !forgotten(job)) ?? null;
 }

@@ -6,7 +6,7 @@ import {
   LeaseLostError,
   NotFoundError,
   QlessCommandError,
-  hasJobLookup,
+  queuesToSearch,
 } from "@switchyard/core";
 
 /**
@@ -51,7 +51,7 @@ export function notRunning(command: WorkerCommand, jid: string, state: string): 
 async function findJob(backend: Backend, queue: string, jid: string, command: WorkerCommand): Promise<Job | null> {
   const job = await backend.get(queue, jid);
   if (command !== "Complete" || (job && job.state !== "canceled")) return job;
-  for (const other of hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues()) {
+  for (const other of await queuesToSearch(backend, jid)) {
     const found = other === queue ? null : await backend.get(other, jid);
     if (found && found.state !== "canceled") return found;
   }

@@ -1,4 +1,4 @@
-import { QlessCommandError, hasJobLookup, hasQlessCommands, isSwitchyardError } from "@switchyard/core";
+import { QlessCommandError, hasQlessCommands, isSwitchyardError, queuesToSearch } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
@@ -109,7 +109,7 @@ export class JidQueues {
     // its queue answers only when no queue holds the jid alive.
     let canceledIn: string | undefined;
     for (const { backend } of this.backends.values())
-      for (const queue of hasJobLookup(backend) ? await backend.queuesHolding(jid) : await backend.queues()) {
+      for (const queue of await queuesToSearch(backend, jid)) {
         const job = await backend.get(queue, jid);
         if (job && !forgotten(job)) {
           this.remember(jid, queue);
