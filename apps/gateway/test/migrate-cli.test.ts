@@ -103,6 +103,21 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Adapters whose SQLite target `<name>.sqlite` fails its second import, as a dropped connection would. */
+function secondImportFails(name: string) {
+  let imports = 0;
+  return withSqlite((options) => {
+    const backend = workerQueueAdapter.create(options);
+    if (!options.url.endsWith(`${name}.sqlite`)) return backend;
+    const importAll = backend.import.bind(backend);
+    backend.import = async (queue, jobs) => {
+      if (++imports === 2) throw new Error("connection reset");
+      return importAll(queue, jobs);
+    };
+    return backend;
+  });
+}
+
 describe("switchyard migrate", () => {
   it("copies every queue of the source, a JSON progress line per page on stderr, the report with checksums on stdout", async () => {
     const { io, output } = capture();
@@ -132,7 +147,8 @@ describe("switchyard migrate", () => {
       clashes: [],
     });
     const verification = report.queues[0].verification;
-    expect(verification).toMatchObject({ equal: true, differing: [] });
+    // The migration's own checksums agreed: neither store was read again to verify.
+    expect(verification).toMatchObject({ equal: true, differing: [], readAgain: false });
     // The job the legacy worker held arrives waiting: one waiting checksum covers all five.
     expect(verification.states.waiting.source).toEqual(verification.states.waiting.target);
     expect(verification.states.waiting.source.jobs).toBe(5);
@@ -282,18 +298,7 @@ describe("switchyard migrate", () => {
 
   it("a migration that stops mid-way names the checkpoint, and --resume copies the rest, every job once", async () => {
     const config = writeConfig("flaky");
-    // The target's second import fails as a dropped connection would.
-    let imports = 0;
-    const adapters = withSqlite((options) => {
-      const backend = workerQueueAdapter.create(options);
-      if (!options.url.endsWith("flaky.sqlite")) return backend;
-      const importAll = backend.import.bind(backend);
-      backend.import = async (queue, jobs) => {
-        if (++imports === 2) throw new Error("connection reset");
-        return importAll(queue, jobs);
-      };
-      return backend;
-    });
+    const adapters = secondImportFails("flaky");
     const args = [
       "-c",
       config,
@@ -315,16 +320,46 @@ describe("switchyard migrate", () => {
     );
     expect(rowsOf("flaky.sqlite", QUEUE)).toHaveLength(2);
 
+    // The checkpoint carries the checksums of the pages it counts, which the resumed run goes on summing.
+    const saved = JSON.parse(readFileSync(checkpointIn("flaky"), "utf8")).queues[QUEUE];
+    expect(saved.checksums).toMatchObject({ source: { waiting: { jobs: 2 } }, target: { waiting: { jobs: 2 } }, exact: true });
+
     const { io, output } = capture();
     await runCli(["migrate", ...args, "--resume"], io, adapters);
-    expect(JSON.parse(output.out).queues[0]).toMatchObject({
-      read: 5,
-      imported: 5,
-      skipped: 0,
-      missing: [],
-      verification: { equal: true },
-    });
+    const resumed = JSON.parse(output.out).queues[0];
+    expect(resumed).toMatchObject({ read: 5, imported: 5, skipped: 0, missing: [], verification: { equal: true, readAgain: false } });
+    expect(resumed.verification.states.waiting.target.jobs).toBe(5);
     expect(rowsOf("flaky.sqlite", QUEUE).map((row) => row.name)).toEqual(["invoice-1", "invoice-2", "invoice-3", "invoice-4", "invoice-5"]);
+  });
+
+  it("a checkpoint written without checksums is resumed, and the verification then reads both queues", async () => {
+    const config = writeConfig("older");
+    const adapters = secondImportFails("older");
+    const args = [
+      "-c",
+      config,
+      "--from",
+      "old",
+      "--to",
+      "older",
+      "--queue",
+      QUEUE,
+      "--batch-size",
+      "2",
+      "--checkpoint",
+      checkpointIn("older"),
+    ];
+    await expect(runCli(["migrate", ...args], capture().io, adapters)).rejects.toThrow(MigrateError);
+    // As a checkpoint of an earlier version: no checksums for the pages it counts.
+    const checkpoint = JSON.parse(readFileSync(checkpointIn("older"), "utf8"));
+    checkpoint.queues[QUEUE].checksums = undefined;
+    writeFileSync(checkpointIn("older"), JSON.stringify(checkpoint));
+
+    const { io, output } = capture();
+    await runCli(["migrate", ...args, "--resume"], io, adapters);
+    const resumed = JSON.parse(output.out).queues[0];
+    expect(resumed.verification).toMatchObject({ equal: true, readAgain: true });
+    expect(resumed.verification.states.waiting).toMatchObject({ source: { jobs: 5 }, target: { jobs: 5 } });
   });
 
   it("--mode move --wait-active moves a job that was active once its worker finishes it; one still active at the deadline stays", async () => {

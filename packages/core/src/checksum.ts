@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Backend, Page } from "./backend.js";
 import { JOB_STATES, type Job, type JobState, type Json } from "./job.js";
+import { SeenIds } from "./seen-ids.js";
 
 /*
  * An order-independent checksum of a queue: what a migration must keep of every job (id, name, data,
@@ -25,7 +26,7 @@ export function migratedState(job: Pick<Job, "state">): JobState {
   return job.state === "active" ? "waiting" : job.state;
 }
 
-type KeptFields = Pick<Job, "id" | "name" | "data" | "state" | "priority" | "attempts" | "runAt">;
+export type KeptFields = Pick<Job, "id" | "name" | "data" | "state" | "priority" | "attempts" | "runAt">;
 
 /**
  * The fields a migration keeps, as one string: two jobs agree on them when their fingerprints are
@@ -41,16 +42,17 @@ export function contentFingerprint(job: Pick<Job, "id" | "name" | "data" | "prio
   return JSON.stringify([job.id, job.name, canonical(job.data), job.priority]);
 }
 
-const sha64 = (text: string) => createHash("sha256").update(text).digest().readBigUInt64BE(0);
+/** 64 bits of SHA-256 over a fingerprint (jobFingerprint, contentFingerprint). */
+export const fingerprintDigest = (text: string) => createHash("sha256").update(text).digest().readBigUInt64BE(0);
 
 /** 64 bits of SHA-256 over the fields a migration keeps (jobFingerprint). */
 export function jobDigest(job: KeptFields): bigint {
-  return sha64(jobFingerprint(job));
+  return fingerprintDigest(jobFingerprint(job));
 }
 
 /** 64 bits of SHA-256 over contentFingerprint: for a job a target's worker took the moment it arrived. */
 export function contentDigest(job: Pick<Job, "id" | "name" | "data" | "priority">): bigint {
-  return sha64(contentFingerprint(job));
+  return fingerprintDigest(contentFingerprint(job));
 }
 
 export interface StateChecksum {
@@ -61,18 +63,30 @@ export interface StateChecksum {
 
 export type QueueChecksum = Record<JobState, StateChecksum>;
 
-/** Sums job digests per state as pages of jobs come (each job once: see forEachPage). */
+/**
+ * Sums job digests per state as pages of jobs come (each job once: see forEachPage), from nothing or
+ * from a checksum summed before (a resumed migration's).
+ */
 export class ChecksumAccumulator {
   readonly #sums = new Map<JobState, { jobs: number; sum: bigint }>();
 
-  add(jobs: readonly Job[]): void {
-    for (const job of jobs) {
-      const state = migratedState(job);
-      const entry = this.#sums.get(state) ?? { jobs: 0, sum: 0n };
-      entry.jobs++;
-      entry.sum = (entry.sum + jobDigest(job)) & MASK;
-      this.#sums.set(state, entry);
+  constructor(before?: QueueChecksum) {
+    for (const state of before ? JOB_STATES : []) {
+      const saved = before?.[state];
+      if (saved && saved.jobs > 0) this.#sums.set(state, { jobs: saved.jobs, sum: BigInt(`0x${saved.checksum}`) });
     }
+  }
+
+  add(jobs: readonly KeptFields[]): void {
+    for (const job of jobs) this.addDigest(migratedState(job), jobDigest(job));
+  }
+
+  /** One job by its digest (jobDigest), for a caller that has its fingerprint already. */
+  addDigest(state: JobState, digest: bigint): void {
+    const entry = this.#sums.get(state) ?? { jobs: 0, sum: 0n };
+    entry.jobs++;
+    entry.sum = (entry.sum + digest) & MASK;
+    this.#sums.set(state, entry);
   }
 
   result(): QueueChecksum {
@@ -87,17 +101,17 @@ export class ChecksumAccumulator {
 
 /**
  * Every job of a queue, page by page, handed to `each` once. Only an export whose pages say they
- * may repeat a job (glide-mq's SCAN-based one, while the keyspace grows) costs a set of the ids seen,
- * so reading other stores takes the same memory whatever the queue's size.
+ * may repeat a job (glide-mq's SCAN-based one, while the keyspace grows) costs a record of the ids
+ * seen (SeenIds: a bit per numeric id), so reading takes about the same memory whatever the queue's size.
  */
 export async function forEachPage(backend: Backend, queue: string, each: (jobs: Job[]) => void, limit = 1000): Promise<void> {
   let cursor: string | null = null;
-  let seen: Set<string> | null = null;
+  let seen: SeenIds | null = null;
   do {
     const page: Page<Job> = await backend.export(queue, cursor === null ? { limit } : { limit, cursor });
-    if (page.mayRepeat) seen ??= new Set();
+    if (page.mayRepeat) seen ??= new SeenIds();
     const known = seen;
-    each(known === null ? page.items : page.items.filter((job) => !known.has(job.id) && Boolean(known.add(job.id))));
+    each(known === null ? page.items : page.items.filter((job) => known.add(job.id)));
     cursor = page.cursor;
   } while (cursor !== null);
 }
@@ -107,6 +121,18 @@ export async function queueChecksum(backend: Backend, queue: string, keep: (job:
   const accumulator = new ChecksumAccumulator();
   await forEachPage(backend, queue, (jobs) => accumulator.add(jobs.filter(keep)));
   return accumulator.result();
+}
+
+/** Source and target checksums side by side, per state that either has jobs in, and whether all agree. */
+export function compareChecksums(source: QueueChecksum, target: QueueChecksum): Pick<VerificationReport, "states" | "equal"> {
+  const states: VerificationReport["states"] = {};
+  let equal = true;
+  for (const state of JOB_STATES) {
+    const pair = { source: source[state], target: target[state] };
+    if (pair.source.jobs > 0 || pair.target.jobs > 0) states[state] = pair;
+    if (pair.source.jobs !== pair.target.jobs || pair.source.checksum !== pair.target.checksum) equal = false;
+  }
+  return { states, equal };
 }
 
 export interface VerifyOptions {
@@ -127,6 +153,11 @@ export interface VerificationReport {
   equal: boolean;
   /** Ids whose job differs, or is in one store only (at most `maxIds`); empty when equal. */
   differing: string[];
+  /**
+   * Whether both queues were read to compare them (verifyQueue); false when a migration's own
+   * checksums, of the jobs it sent and of the same jobs as the target answered them, agreed (verifyMigration).
+   */
+  readAgain: boolean;
 }
 
 /**
@@ -141,14 +172,8 @@ export async function verifyQueue(from: Backend, to: Backend, options: VerifyOpt
   // An active job arrives waiting: with active among the states, waiting target jobs are in too.
   const inTarget = (job: Job) => wanted === null || wanted.has(job.state) || (job.state === "waiting" && wanted.has("active"));
   const [source, target] = await Promise.all([queueChecksum(from, queue, inSource), queueChecksum(to, targetQueue, inTarget)]);
-  const states: VerificationReport["states"] = {};
-  let equal = true;
-  for (const state of JOB_STATES) {
-    const pair = { source: source[state], target: target[state] };
-    if (pair.source.jobs > 0 || pair.target.jobs > 0) states[state] = pair;
-    if (pair.source.jobs !== pair.target.jobs || pair.source.checksum !== pair.target.checksum) equal = false;
-  }
-  if (equal) return { queue, targetQueue, states, equal, differing: [] };
+  const { states, equal } = compareChecksums(source, target);
+  if (equal) return { queue, targetQueue, states, equal, differing: [], readAgain: true };
   const digests = new Map<string, bigint>();
   await forEachPage(from, queue, (jobs) => {
     for (const job of jobs.filter(inSource)) digests.set(job.id, jobDigest(job));
@@ -161,5 +186,5 @@ export async function verifyQueue(from: Backend, to: Backend, options: VerifyOpt
     }
   });
   for (const id of digests.keys()) differing.add(id);
-  return { queue, targetQueue, states, equal, differing: [...differing].slice(0, maxIds) };
+  return { queue, targetQueue, states, equal, differing: [...differing].slice(0, maxIds), readAgain: true };
 }

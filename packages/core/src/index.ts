@@ -10,6 +10,7 @@ export * from "./extensions.js";
 export * from "./guard.js";
 export * from "./methods.js";
 export * from "./group-commit.js";
+export * from "./seen-ids.js";
 export * from "./inputs.js";
 export { STORABLE_TEXT_PATTERN, storableText } from "./text.js";
 export type { Probe } from "./probe.js";

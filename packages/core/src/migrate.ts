@@ -1,8 +1,20 @@
 import type { Backend, HeldJob, ImportResult, Page } from "./backend.js";
-import { contentFingerprint, jobFingerprint, migratedState } from "./checksum.js";
+import {
+  ChecksumAccumulator,
+  type QueueChecksum,
+  type VerificationReport,
+  type VerifyOptions,
+  compareChecksums,
+  contentFingerprint,
+  fingerprintDigest,
+  jobFingerprint,
+  migratedState,
+  verifyQueue,
+} from "./checksum.js";
 import { UnsupportedError } from "./errors.js";
 import { type JobRemoval, hasJobRemoval } from "./extensions.js";
 import type { Job, JobState } from "./job.js";
+import { SeenIds } from "./seen-ids.js";
 
 export interface MigrationProgress {
   /** Jobs read from the source so far. */
@@ -20,6 +32,25 @@ export interface MigrationProgress {
   byState: Partial<Record<JobState, number>>;
   /** The export cursor to resume from, or null once the source is exhausted. */
   cursor: string | null;
+  /** Checksums of the jobs sent so far (resumed: those of the earlier runs too); see MigrationChecksums. */
+  checksums: MigrationChecksums;
+}
+
+/**
+ * The verification a migration makes as it goes: per state, the checksum of the jobs it sent, as
+ * read from the source (under their target ids), and of the same jobs as the target holds them once
+ * imported (ImportResult.held, read back by the store's own call, or the page read back). Equal when
+ * every job arrived as read; no second pass over either store is needed to say so.
+ */
+export interface MigrationChecksums {
+  source: QueueChecksum;
+  target: QueueChecksum;
+  /**
+   * False when a resumed run read a source whose export can hand a job out twice (Page.mayRepeat):
+   * a job read before the interruption and again after it is then counted twice on both sides, so
+   * only a full verification (verifyQueue) gives exact counts.
+   */
+  exact: boolean;
 }
 
 export interface MigrateOptions {
@@ -32,6 +63,8 @@ export interface MigrateOptions {
   batchSize?: number;
   /** Resume after an interruption: the cursor last reported through onProgress. */
   cursor?: string;
+  /** Resuming: the checksums reported with that cursor, which the run goes on summing. */
+  checksums?: MigrationChecksums;
   /** Only jobs in these states are copied; all by default. */
   states?: readonly JobState[];
   /**
@@ -98,13 +131,17 @@ export function getMany(backend: Backend, queue: string, ids: string[]): Promise
  * skipped, so running it again (or from a reported cursor) after an interruption is safe, and a skipped
  * id that belongs to a different job is reported as a clash. Each page is verified against the target
  * (and, moving, deleted from the source) while the target writes the next one, and the report lists
- * anything missing; the page after is read meanwhile.
+ * anything missing and carries checksums of what was sent and what arrived; the page after is read meanwhile.
  */
 export async function migrateQueue(options: MigrateOptions): Promise<MigrationReport> {
   const { from, to, queue } = options;
   const targetQueue = options.targetQueue ?? queue;
   const limit = options.batchSize ?? 500;
   const source = options.mode === "move" ? removable(from) : null;
+  const sums: PageSums = {
+    source: new ChecksumAccumulator(options.checksums?.source),
+    target: new ChecksumAccumulator(options.checksums?.target),
+  };
   const progress: MigrationProgress = {
     read: 0,
     imported: 0,
@@ -114,6 +151,14 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
     leftActive: 0,
     byState: {},
     cursor: options.cursor ?? null,
+    checksums: { source: sums.source.result(), target: sums.target.result(), exact: options.checksums?.exact ?? true },
+  };
+  /** Ids read so far, kept only for an export that can repeat a job (glide-mq's SCAN), so each is copied and summed once. */
+  let seen: SeenIds | null = null;
+  /** The progress as it stands, checksums included. */
+  const current = (): MigrationProgress => {
+    progress.checksums = { ...progress.checksums, source: sums.source.result(), target: sums.target.result() };
+    return { ...progress, byState: { ...progress.byState } };
   };
   const wanted = options.states ? new Set(options.states) : null;
   const report: PageReport = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
@@ -124,17 +169,25 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   /** The page the target is writing: checked (and, moving, deleted from the source) once the next one is sent. */
   let writing: PageInFlight | null = null;
   const finishCopy = async (copy: CopyInFlight) => {
-    const { held, copiedBefore } = await checkPage(to, targetQueue, copy, progress, report);
+    const { held, copiedBefore } = await checkPage(to, targetQueue, copy, progress, report, sums);
     if (source) await deleteMoved(source, queue, to, targetQueue, held, copiedBefore, progress, report, prefix);
   };
   const reportPage = (cursor: string | null) => {
     progress.cursor = cursor;
-    options.onProgress?.({ ...progress, byState: { ...progress.byState } });
+    options.onProgress?.(current());
   };
   /** Leaves out the states not wanted and (moving) the active jobs, and sends the rest to the target. */
   const sendPage = (page: Page<Job>): PageInFlight => {
-    let jobs = wanted ? page.items.filter((job) => wanted.has(job.state)) : page.items;
-    const excluded = page.items.length - jobs.length;
+    let items = page.items;
+    if (page.mayRepeat) {
+      // Ids read before an interruption are not known here: a resumed run may count such a job twice.
+      if (seen === null && options.cursor !== undefined) progress.checksums.exact = false;
+      seen ??= new SeenIds();
+      const known = seen;
+      items = items.filter((job) => known.add(job.id));
+    }
+    let jobs = wanted ? items.filter((job) => wanted.has(job.state)) : items;
+    const excluded = items.length - jobs.length;
     let active: string[] = [];
     if (source) {
       // A job a worker holds stays with it: copied, it would run twice.
@@ -142,7 +195,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
       jobs = jobs.filter((job) => job.state !== "active");
     }
     const copy = jobs.length > 0 ? startCopy(to, targetQueue, jobs, prefix, writing?.copy?.importing) : null;
-    return { items: page.items, excluded, active, copy, cursor: page.cursor };
+    return { items, excluded, active, copy, cursor: page.cursor };
   };
   const settle = async (page: PageInFlight) => {
     progress.read += page.items.length;
@@ -156,7 +209,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   for (;;) {
     if (options.signal?.aborted) {
       if (writing) await settle(writing);
-      return { ...progress, ...report };
+      return { ...current(), ...report };
     }
     const page = await nextPage();
     const sent = sendPage(page);
@@ -177,15 +230,34 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
     await settle(writing);
     if (source && leftBehind.length > 0) {
       const { settled, stillActive } = await waitForActive(source, queue, leftBehind, options);
-      if (options.signal?.aborted) return { ...progress, ...report };
+      if (options.signal?.aborted) return { ...current(), ...report };
       progress.leftActive -= leftBehind.length - stillActive;
       const moving = wanted ? settled.filter((job) => wanted.has(job.state)) : settled;
       progress.excluded += settled.length - moving.length;
       if (moving.length > 0) await finishCopy(startCopy(to, targetQueue, moving, prefix));
     }
     reportPage(null);
-    return { ...progress, ...report };
+    return { ...current(), ...report };
   }
+}
+
+/**
+ * The verification a migration of a queue ends with: its own checksums (MigrationChecksums) when they
+ * are exact and agree, at no further cost; otherwise both queues read again and compared by verifyQueue,
+ * which names the ids that differ (a job changed in either store since also shows there).
+ */
+export async function verifyMigration(
+  from: Backend,
+  to: Backend,
+  report: Pick<MigrationReport, "checksums">,
+  options: VerifyOptions,
+): Promise<VerificationReport> {
+  const { source, target, exact } = report.checksums;
+  const compared = compareChecksums(source, target);
+  if (exact && compared.equal) {
+    return { queue: options.queue, targetQueue: options.targetQueue ?? options.queue, ...compared, differing: [], readAgain: false };
+  }
+  return verifyQueue(from, to, options);
 }
 
 /** Pages read ahead of the copy: the source works while the target writes and this process checks. */
@@ -247,17 +319,22 @@ async function waitForActive(
 
 type PageReport = Pick<MigrationReport, "missing" | "clashes" | "keptInSource" | "doubled" | "altered">;
 
+/** The checksums a run sums as the target answers its pages: the jobs as sent, and as held. */
+interface PageSums {
+  source: ChecksumAccumulator;
+  target: ChecksumAccumulator;
+}
+
 function removable(backend: Backend): Backend & JobRemoval {
   if (hasJobRemoval(backend)) return backend;
   throw new UnsupportedError(`moving jobs needs a source that can delete them; ${backend.kind} cannot`);
 }
 
 /**
- * Whether the target holds the job as it was read: all a migration keeps, or, when a worker of the
- * target already took it on (a live cutover), all it was given.
+ * A job the target holds otherwise than it was read still arrived whole when a worker of the target
+ * already took it on (a live cutover): its state moved on, and all it was given is as read.
  */
-function arrivedAsRead(read: Job, held: HeldJob, readFingerprint = jobFingerprint(read)): boolean {
-  if (jobFingerprint(held) === readFingerprint) return true;
+function arrivedAfterATargetWorker(read: Job, held: HeldJob): boolean {
   return held.state !== migratedState(read) && contentFingerprint(held) === contentFingerprint(read);
 }
 
@@ -307,6 +384,7 @@ async function checkPage(
   copy: CopyInFlight,
   progress: MigrationProgress,
   report: PageReport,
+  sums: PageSums,
 ): Promise<{ held: Job[]; copiedBefore: Set<string> }> {
   const { jobs } = copy;
   const expected = jobs.map((job) => jobFingerprint(job));
@@ -325,10 +403,15 @@ async function checkPage(
   const held: Job[] = [];
   jobs.forEach((job, i) => {
     const target = targets[i] ?? null;
+    const readPrint = expected[i] as string;
+    const readDigest = fingerprintDigest(readPrint);
+    sums.source.addDigest(migratedState(job), readDigest);
+    const heldPrint = target && jobFingerprint(target);
+    if (target) sums.target.addDigest(migratedState(target), heldPrint === readPrint ? readDigest : fingerprintDigest(heldPrint as string));
     if (target === null) report.missing.push(job.id);
     else if (skipped.has(job.id) && !sameJob(job, target)) report.clashes.push(job.id);
     // A job copied before (a resumed run) may have moved on in the target since: only new copies compare.
-    else if (!skipped.has(job.id) && !arrivedAsRead(job, target, expected[i])) report.altered.push(job.id);
+    else if (!skipped.has(job.id) && heldPrint !== readPrint && !arrivedAfterATargetWorker(job, target)) report.altered.push(job.id);
     else held.push(copy.sourceJobs[i] as Job);
   });
   const copiedBefore = new Set(copy.sourceJobs.filter((_, i) => skipped.has((jobs[i] as Job).id)).map((job) => job.id));

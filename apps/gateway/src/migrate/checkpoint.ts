@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import type { MigrationChecksums } from "@switchyard/core";
 
 /** Where one queue's migration stands. */
 export interface QueueCheckpoint {
@@ -10,6 +11,8 @@ export interface QueueCheckpoint {
   skipped: number;
   /** Moving: jobs deleted from the source. */
   removed: number;
+  /** The checksums of the pages up to `cursor`, which a resumed run goes on summing (absent in older checkpoints). */
+  checksums?: MigrationChecksums;
 }
 
 /** A migration's progress on disk, so one killed at any point resumes where it stood. */

@@ -1,12 +1,15 @@
 import {
   type AdapterDescriptor,
   type Backend,
+  ChecksumAccumulator,
   JOB_STATES,
   type JobState,
+  type MigrationChecksums,
   type MigrationProgress,
   type MigrationReport,
   type VerificationReport,
   migrateQueue,
+  verifyMigration,
   verifyQueue,
 } from "@switchyard/core";
 import { ADAPTERS } from "../adapters.js";
@@ -28,8 +31,11 @@ timestamps and native fields travel with the jobs; active jobs arrive waiting. J
 holds are skipped. Moving (--mode move), a job a worker holds stays with it; --wait-active waits
 (at most that many seconds) for such jobs to finish, then moves them too. After each page the checkpoint file is rewritten, so a migration killed at any
 point continues with --resume. Progress goes to stderr (bars on a terminal, else one JSON line per
-page); the report, with a checksum per queue and state in source and target, to stdout. Exit code 1
-when a backend is unreachable, the migration stops, or the verification finds a difference.
+page); the report, with a checksum per queue and state in source and target, to stdout: the jobs as
+read and as the target answered their import, summed as the pages go (checkpointed with them); when
+those disagree (or a resumed SCAN-based glide-mq export may have counted a job twice), both queues are
+read again to name the jobs that differ. Exit code 1 when a backend is unreachable, the migration
+stops, or the verification finds a difference.
 `;
 
 /** The options of `switchyard migrate`, as the command line gives them. */
@@ -238,7 +244,7 @@ export async function runMigrateCommand(
       }
       if (values.verify !== false && mode === "copy") {
         for (const report of reports) {
-          report.verification = await verifyQueue(source, target, {
+          report.verification = await verifyMigration(source, target, report, {
             queue: report.queue,
             targetQueue: report.targetQueue,
             ...(states ? { states } : {}),
@@ -294,10 +300,11 @@ async function migrateWithCheckpoint(run: QueueRun, saved: QueueCheckpoint | und
       waitActiveMs: run.waitActiveMs,
       ...(run.states ? { states: run.states } : {}),
       ...(before.cursor !== null ? { cursor: before.cursor } : {}),
+      ...(before.cursor !== null ? { checksums: before.checksums ?? unknownChecksums() } : {}),
       onProgress: (progress) => {
         const total = sum(progress);
-        const { read, imported, skipped, removed, cursor } = total;
-        checkpoint.queues[queue] = { read, imported, skipped, removed, cursor, done: cursor === null };
+        const { read, imported, skipped, removed, cursor, checksums } = total;
+        checkpoint.queues[queue] = { read, imported, skipped, removed, cursor, checksums, done: cursor === null };
         writeCheckpoint(checkpointPath, checkpoint);
         run.view.page(queue, total);
       },
@@ -315,7 +322,13 @@ async function migrateWithCheckpoint(run: QueueRun, saved: QueueCheckpoint | und
 /** The report of a queue the checkpoint says was done before (a resumed run skips it). */
 function finishedBefore(saved: QueueCheckpoint): MigrationReport {
   const none = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
-  return { ...saved, ...none, excluded: 0, leftActive: 0, byState: {}, cursor: null };
+  return { ...saved, ...none, excluded: 0, leftActive: 0, byState: {}, cursor: null, checksums: saved.checksums ?? unknownChecksums() };
+}
+
+/** What a checkpoint without checksums stands for: pages summed nowhere, so the verification must read the queues. */
+function unknownChecksums(): MigrationChecksums {
+  const none = new ChecksumAccumulator().result();
+  return { source: none, target: none, exact: false };
 }
 
 /** A fresh checkpoint, or with --resume the one on disk, which must be of the same two backends. */

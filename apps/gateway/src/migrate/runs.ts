@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type JobState, type MigrationReport, ValidationError, migrateQueue, verifyQueue } from "@switchyard/core";
+import { type JobState, type MigrationReport, ValidationError, migrateQueue, verifyMigration } from "@switchyard/core";
 import type { NamedBackend } from "../backends.js";
 import { moveWhatArrives } from "./bridge.js";
 import { queuesToMove } from "./command.js";
@@ -168,7 +168,7 @@ export class MigrationRuns {
         throw error;
       });
       if ((input.mode ?? "copy") === "copy" && !signal.aborted) {
-        const check = await verifyQueue(source, target, {
+        const check = await verifyMigration(source, target, report, {
           queue: progress.queue,
           targetQueue,
           ...(input.states ? { states: input.states } : {}),
