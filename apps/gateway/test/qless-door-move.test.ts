@@ -14,7 +14,7 @@ import { send } from "./helpers.js";
 
 /**
  * qless's jids are global: a `put` naming a jid that another queue holds moves the job (queue.lua's
- * put). Through the qless doors onto stores whose jids are per queue (SQLite and PostgreSQL), the job
+ * put). Through the qless doors onto stores whose jids are per queue (SQLite, PostgreSQL, glide-mq), the job
  * leaves its old queue, keeps what qless's put keeps, its worker hears lock_lost, and a failure half
  * way leaves it where a put sent again finishes the move. Each rule is checked through the door and
  * in the store (the Backend's own get and list).
@@ -25,6 +25,8 @@ const pg = knexFactory({ client: "pg", connection: serviceUrl("postgres") });
 const mongoDatabase = `qless_move_${randomUUID().slice(0, 8)}`;
 const QLESS = qlessScriptSource();
 const QLESS_SHA = createHash("sha1").update(QLESS).digest("hex");
+/** The Redis database of the glide-mq store, flushed afterwards. */
+const GLIDE_DB = 2;
 let server: RunningServer;
 const clients: Redis[] = [];
 
@@ -35,9 +37,11 @@ beforeAll(async () => {
         lite: { type: "workerqueue-sql", url: `sqlite:${join(dir, "move.sqlite")}` },
         pg: { type: "workerqueue-sql", url: serviceUrl("postgres"), options: { table } },
         mongo: { type: "cloudq-mongo", url: serviceUrl("mongo"), options: { database: mongoDatabase } },
+        glide: { type: "glidemq-valkey", url: `${serviceUrl("redis")}/${GLIDE_DB}` },
       },
       routes: [
         { pattern: "pg-*", backend: "pg" },
+        { pattern: "glide-*", backend: "glide" },
         { pattern: "mongo-*", backend: "mongo" },
         { pattern: "*", backend: "lite" },
       ],
@@ -63,6 +67,9 @@ afterAll(async () => {
   const mongo = await new MongoClient(serviceUrl("mongo")).connect();
   await mongo.db(mongoDatabase).dropDatabase();
   await mongo.close();
+  const glide = new Redis(`${serviceUrl("redis")}/${GLIDE_DB}`);
+  await glide.flushdb();
+  glide.disconnect();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -70,6 +77,12 @@ const STORES = [
   { name: "SQLite", backend: "lite", prefix: "lite" },
   { name: "PostgreSQL", backend: "pg", prefix: "pg" },
 ] as const;
+/**
+ * Also glide-mq, whose ids are per queue too and which keeps no list of its queues: its JobLookup
+ * finds the queue holding a jid without scanning the keyspace on each put. It holds no tags and edits
+ * no job after enqueue, so only the moves those are not part of run there.
+ */
+const ALSO_GLIDE = [...STORES, { name: "glide-mq (Redis)", backend: "glide", prefix: "glide" }] as const;
 
 async function connect(token = "admin-token") {
   const redis = new Redis({
@@ -113,7 +126,7 @@ async function qlessClient(prefix: string, token?: string) {
 
 const storeOf = (name: string): Backend => server.gateway.backends.get(name)!.backend;
 
-describe.each(STORES)("a qless put of a jid another queue holds moves the job, on $name", ({ backend, prefix }) => {
+describe.each(ALSO_GLIDE)("a qless put of a jid another queue holds moves the job, on $name", ({ backend, prefix }) => {
   it("the job leaves the old queue (not peeked, not popped, its row canceled) and waits in the new one", async () => {
     const { queue, other, jid, qless, json } = await qlessClient(prefix);
     expect(await qless("put", "worker", queue, jid, "klass", '{"foo": "bar"}', 0)).toBe(jid);
@@ -129,7 +142,9 @@ describe.each(STORES)("a qless put of a jid another queue holds moves the job, o
     const popped = await json("pop", other, "worker", 10);
     expect(popped.map((job: { jid: string }) => job.jid)).toEqual([jid]);
   });
+});
 
+describe.each(STORES)("a qless put of a jid another queue holds moves the job, on $name", ({ backend, prefix }) => {
   it("keeps the priority, tags and retries the put does not give, and takes those it gives (both ways)", async () => {
     const { queue, other, jid, qless, json } = await qlessClient(prefix);
     await qless("put", "worker", queue, jid, "klass", "{}", 0, "priority", 3, "tags", '["foo"]', "retries", 2);
@@ -234,7 +249,7 @@ describe.each(STORES)("a qless put of a jid another queue holds moves the job, o
 });
 
 describe("a qless put over HTTP moves the job as over RESP", () => {
-  it.each(STORES)("on $name: the old row canceled, the new one waiting with the old priority", async ({ backend, prefix }) => {
+  it.each(ALSO_GLIDE)("on $name: the old row canceled, the new one waiting with the old priority", async ({ backend, prefix }) => {
     const id = randomUUID().slice(0, 8);
     const [queue, other, jid] = [`${prefix}-h-${id}`, `${prefix}-h2-${id}`, `jid-${id}`];
     const put = (into: string, ...options: Array<string | number>) =>

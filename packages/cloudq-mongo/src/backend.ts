@@ -18,7 +18,7 @@ import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
 import { ensureIndexes } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
-import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames } from "./reads.js";
+import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames, queuesHolding } from "./reads.js";
 import { type ClaimRequest, completeAndClaim, notePaused, reserveJobs } from "./reserve.js";
 import { type Store, guarded } from "./store.js";
 import { cancel, complete, fail, heartbeat, removeJobs, setProgress } from "./transitions.js";
@@ -141,6 +141,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     list: (queue, list) => run("list", () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
     counts: (queue) => run("counts", () => countJobs(store, queue)),
     queues: () => run("queues", () => queueNames(store)),
+    queuesHolding: (id: string) => run("queuesHolding", () => queuesHolding(store, id)),
     pause: (queue) =>
       run("pause", async () => {
         await store.paused.updateOne({ _id: queue }, { $setOnInsert: { pausedAt: new Date(store.now()) } }, { upsert: true });

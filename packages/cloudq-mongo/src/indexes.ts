@@ -25,6 +25,8 @@ export function indexesFor(stateField: StateField): IndexDescription[] {
     { name: "switchyard_inserted_at", key: { inserted_at: 1 } },
     { name: "switchyard_updated_at", key: { updated_at: 1 } },
     { name: "switchyard_id_slot", key: { "switchyard.idSlot": 1 }, unique: true, sparse: true },
+    // Which queues hold a caller-chosen id (queuesHolding: qless's jids are global).
+    { name: "switchyard_id", key: { "switchyard.id": 1 }, sparse: true },
   ];
 }
 

@@ -10,7 +10,7 @@ import {
 } from "@switchyard/core";
 import { BSON, ObjectId } from "mongodb";
 import { type CloudqDocument, type DocumentId, documentToJob } from "./document.js";
-import { idOf, jobFilter, jobsFilters } from "./ids.js";
+import { asObjectId, idOf, jobFilter, jobsFilters } from "./ids.js";
 import { stateFilter } from "./queries.js";
 import type { Store } from "./store.js";
 
@@ -117,6 +117,24 @@ export function listFilter(store: Store, queue: string, state: JobState): Record
 }
 
 export async function queueNames(store: Store): Promise<string[]> {
-  const names = await store.jobs.distinct("queue");
-  return names.filter((name): name is string => typeof name === "string").sort();
+  return namesOf(await store.jobs.distinct("queue"));
+}
+
+const namesOf = (names: unknown[]): string[] => names.filter((name): name is string => typeof name === "string").sort();
+
+/**
+ * The queues holding a job under `id` (core's JobLookup), as jobFilter finds it in each: by
+ * `switchyard.id` (a caller-chosen id, such as a qless jid), or by `_id` in each spelling an id may
+ * have. Two queries, each served by an index (FerretDB scans the collection for an `$or`).
+ */
+export async function queuesHolding(store: Store, id: string): Promise<string[]> {
+  const rawIds: Array<string | number | ObjectId> = [id];
+  const objectId = asObjectId(id);
+  if (objectId) rawIds.push(objectId);
+  if (/^-?[0-9]{1,15}$/.test(id)) rawIds.push(Number(id));
+  const [aliased, native] = await Promise.all([
+    store.jobs.distinct("queue", { "switchyard.id": id }),
+    store.jobs.distinct("queue", { _id: { $in: rawIds } }),
+  ]);
+  return [...new Set(namesOf([...aliased, ...native]))];
 }

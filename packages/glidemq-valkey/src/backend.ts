@@ -16,6 +16,7 @@ import {
   type Job,
   type JobCounts,
   type JobEventFeed,
+  type JobLookup,
   type JobRemoval,
   type Json,
   type ListOptions,
@@ -38,6 +39,7 @@ import { indexBlocked } from "./flow-parents.js";
 import { glideFlows } from "./flow-tree.js";
 import type { AddOutcome } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
+import { glideJobLookup } from "./job-lookup.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
 import { toJob, toNewJob } from "./mapping.js";
@@ -127,7 +129,11 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     })();
     return readying;
   };
-  const keysOf = (queue: string): QueueKeys => queueKeys(queue, prefix);
+  const lookup = glideJobLookup(ready, prefix, (queue) => queueKeys(queue, prefix));
+  const keysOf = (queue: string): QueueKeys => {
+    lookup.use(queue);
+    return queueKeys(queue, prefix);
+  };
   const clock = options.clock ?? Date.now;
   const recoverStalled = stalledRecovery(options.stalledRecovery);
   const producing = { prefix, ...(options.compression ? { compression: options.compression } : {}) };
@@ -153,12 +159,14 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     return loaded?.job ?? null;
   }
 
-  const producerOf = (redis: RedisClient, queue: string) =>
-    new GlideProducer(redis, queue, {
+  const producerOf = (redis: RedisClient, queue: string) => {
+    lookup.use(queue);
+    return new GlideProducer(redis, queue, {
       prefix,
       ...(options.compression ? { compression: options.compression } : {}),
       ...(options.useGlideFunctions ? { useGlideFunctions: true } : {}),
     });
+  };
   const addInBatch = enqueueBatches(async (queue, prepared) => producerOf(await ready(), queue).runAdd(prepared));
 
   /** Each add's job: from what our add script answered, else (glide-mq's own functions answer ids only) read back. */
@@ -367,6 +375,8 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
       return queueNames(await ready(), prefix);
     },
 
+    queuesHolding: lookup.queuesHolding,
+
     async pause(queue) {
       await setPaused(await ready(), keysOf(queue), true);
     },
@@ -387,5 +397,5 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     async import(queue, jobs: Job[]): Promise<ImportResult> {
       return importJobs(await ready(), queue, keysOf(queue), jobs);
     },
-  } satisfies Backend & GlideMqQueues & JobRemoval & { setProgress: NonNullable<Backend["setProgress"]> });
+  } satisfies Backend & GlideMqQueues & JobRemoval & JobLookup & { setProgress: NonNullable<Backend["setProgress"]> });
 }

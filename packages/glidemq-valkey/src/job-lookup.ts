@@ -1,0 +1,46 @@
+import type { JobLookup } from "@switchyard/core";
+import type { QueueKeys } from "./keys.js";
+import { queueNames } from "./listing.js";
+import type { RedisClient } from "./scripts.js";
+
+/** How long the keyspace's queue names are taken as known before a lookup scans for them again. */
+const QUEUE_NAMES_TTL_MS = 10_000;
+
+/**
+ * Which queues hold a job id (core's JobLookup), for qless's global jids through the doors: a put of a
+ * jid another queue holds moves that job. glide-mq keeps ids per queue and no list of its queues, so
+ * naming them all is a SCAN of the whole keyspace (queueNames): tens of milliseconds of Redis at
+ * 100,000 keys, far too much for every put. A lookup looks in the queues this backend has used and in
+ * those the keyspace held at its last scan, made at most every QUEUE_NAMES_TTL_MS, with one EXISTS of
+ * the job hash per queue, sent together. A queue that another process made since that scan, and this
+ * one has not used, is looked in after the next.
+ */
+export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string, keysOf: (queue: string) => QueueKeys) {
+  const used = new Set<string>();
+  let scanned: { at: number; names: Promise<string[]> } | null = null;
+
+  const knownQueues = async (client: RedisClient): Promise<string[]> => {
+    if (scanned === null || Date.now() - scanned.at > QUEUE_NAMES_TTL_MS) {
+      const names = queueNames(client, prefix);
+      scanned = { at: Date.now(), names };
+      // A failed scan is not kept: the next lookup scans again.
+      names.catch(() => {
+        scanned = null;
+      });
+    }
+    return [...new Set([...(await scanned.names), ...used])].sort();
+  };
+
+  return {
+    /** Notes a queue this backend works on, so lookups look in it at once. */
+    use(queue: string): void {
+      used.add(queue);
+    },
+    async queuesHolding(id: string): Promise<string[]> {
+      const client = await ready();
+      const queues = await knownQueues(client);
+      const held = await Promise.all(queues.map((queue) => client.exists(keysOf(queue).job(id))));
+      return queues.filter((_, i) => held[i] === 1);
+    },
+  } satisfies JobLookup & { use(queue: string): void };
+}

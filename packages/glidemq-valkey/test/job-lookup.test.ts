@@ -1,0 +1,63 @@
+import { randomUUID } from "node:crypto";
+import { hasJobLookup, hasJobRemoval } from "@switchyard/core";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
+import { createGlideMqBackend, queueKeys } from "../src/index.js";
+import { removeQueues } from "./support/cleanup.js";
+
+/**
+ * queuesHolding (core's JobLookup): the queues whose job hash `glide:{queue}:job:<id>` exists, found
+ * by one EXISTS per known queue instead of a SCAN of the keyspace on every call. Probed against the
+ * keys themselves; a second backend stands in for another process sharing the Redis.
+ */
+const url = `${serviceUrl("redis")}/4`;
+let redis: Redis;
+const used = new Set<string>();
+const queue = (tag: string) => {
+  const name = `lookup-${tag}-${randomUUID().slice(0, 8)}`;
+  used.add(name);
+  return name;
+};
+const backend = createGlideMqBackend({ url });
+const elsewhere = createGlideMqBackend({ url });
+
+beforeAll(async () => {
+  redis = new Redis(url);
+  await Promise.all([backend.ready(), elsewhere.ready()]);
+});
+afterAll(async () => {
+  await Promise.all([backend.close(), elsewhere.close()]);
+  await removeQueues(redis, used);
+  await redis.quit();
+});
+
+describe("glidemq-valkey: queuesHolding", () => {
+  it("names, in name order, every queue holding the id: those another process made before, and those this one uses", async () => {
+    expect(hasJobLookup(backend)).toBe(true);
+    if (!hasJobLookup(backend)) return;
+    const id = `jid-${randomUUID().slice(0, 8)}`;
+    const [b, a, other] = [queue("b"), queue("a"), queue("other")];
+    // Made by another process before this backend's first lookup: found by the scan that lookup makes.
+    await elsewhere.enqueue(b, { name: "held", id });
+    await elsewhere.enqueue(other, { name: "held", id: `${id}-not` });
+    expect(await backend.queuesHolding(id)).toEqual([b]);
+    // Made by this backend after the scan: looked in at once.
+    await backend.enqueue(a, { name: "held", id });
+    expect(await backend.queuesHolding(id)).toEqual([a, b].sort());
+    for (const name of [a, b]) expect(await redis.exists(queueKeys(name).job(id))).toBe(1);
+    expect(await redis.exists(queueKeys(other).job(id))).toBe(0);
+  });
+
+  it("a removed job is held by no queue any more; an unknown id by none", async () => {
+    if (!hasJobLookup(backend)) throw new Error("no JobLookup");
+    const name = queue("removed");
+    const { job } = await backend.enqueue(name, { name: "gone" });
+    expect(await backend.queuesHolding(job.id)).toContain(name);
+    if (!hasJobRemoval(backend)) throw new Error("no JobRemoval");
+    await backend.remove(name, [job.id]);
+    expect(await redis.exists(queueKeys(name).job(job.id))).toBe(0);
+    expect(await backend.queuesHolding(job.id)).not.toContain(name);
+    expect(await backend.queuesHolding(`never-${randomUUID()}`)).toEqual([]);
+  });
+});
