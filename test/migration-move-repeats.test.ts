@@ -57,10 +57,46 @@ describe("moving from a source that returns a job on two pages", () => {
     });
   }
 
-  it("within one run a repeated job is moved once: read once, nothing skipped, the checksums exact and equal", async () => {
+  /** A new queue of seven waiting jobs in the source; their ids. */
+  async function sevenJobs(): Promise<{ queue: string; ids: string[] }> {
     const queue = targetStore.track(sourceStore.track(`repeat-${randomUUID().slice(0, 8)}`));
     const ids: string[] = [];
     for (let n = 0; n < 7; n++) ids.push((await source.enqueue(queue, { name: "moved", data: { n } })).job.id);
+    return { queue, ids };
+  }
+
+  /**
+   * A migration of pages of two stopped after its first page is reported, then resumed from its
+   * report by a source that hands the queue's first job out again (as read before the first run).
+   */
+  async function stoppedAndResumed(queue: string, mode: "copy" | "move") {
+    const [firstJob] = (await source.export(queue, { limit: 1 })).items;
+    const stop = new AbortController();
+    const stopped = await migrateQueue({
+      from: source,
+      to: target,
+      queue,
+      batchSize: 2,
+      mode,
+      signal: stop.signal,
+      onProgress: () => stop.abort(),
+    });
+    expect(stopped.cursor).not.toBeNull();
+    const from = handingOutAgain(source, firstJob as Job);
+    const resumed = await migrateQueue({
+      from,
+      to: target,
+      queue,
+      batchSize: 2,
+      mode,
+      cursor: stopped.cursor as string,
+      checksums: stopped.checksums,
+    });
+    return { from, resumed };
+  }
+
+  it("within one run a repeated job is moved once: read once, nothing skipped, the checksums exact and equal", async () => {
+    const { queue, ids } = await sevenJobs();
     const before = await queueChecksum(source, queue);
 
     const report = await migrateQueue({ from: repeatingLastJob(source), to: target, queue, batchSize: 2, mode: "move" });
@@ -72,32 +108,8 @@ describe("moving from a source that returns a job on two pages", () => {
   });
 
   it("a job handed out again after a resume, moved before, stays moved: not taken back, not doubled", async () => {
-    const queue = targetStore.track(sourceStore.track(`repeat-${randomUUID().slice(0, 8)}`));
-    const ids: string[] = [];
-    for (let n = 0; n < 7; n++) ids.push((await source.enqueue(queue, { name: "moved", data: { n } })).job.id);
-    const [firstJob] = (await source.export(queue, { limit: 1 })).items;
-    const stop = new AbortController();
-    const stopped = await migrateQueue({
-      from: source,
-      to: target,
-      queue,
-      batchSize: 2,
-      mode: "move",
-      signal: stop.signal,
-      onProgress: () => stop.abort(),
-    });
-    expect(stopped.cursor).not.toBeNull();
-    expect(await sourceStore.countJobs(queue)).toBe(ids.length - stopped.removed);
-
-    const resumed = await migrateQueue({
-      from: handingOutAgain(source, firstJob as Job),
-      to: target,
-      queue,
-      batchSize: 2,
-      mode: "move",
-      cursor: stopped.cursor as string,
-      checksums: stopped.checksums,
-    });
+    const { queue, ids } = await sevenJobs();
+    const { resumed } = await stoppedAndResumed(queue, "move");
 
     expect(resumed).toMatchObject({ missing: [], keptInSource: [], doubled: [], altered: [], clashes: [], skipped: 1 });
     expect((await exportAll(target, queue)).map((job) => job.id).sort()).toEqual([...ids].sort());
@@ -110,8 +122,7 @@ describe("moving from a source that returns a job on two pages", () => {
   });
 
   it("the verification counts a job handed out on two pages once: the same checksum as an export without repeats", async () => {
-    const queue = targetStore.track(sourceStore.track(`repeat-${randomUUID().slice(0, 8)}`));
-    for (let n = 0; n < 7; n++) await source.enqueue(queue, { name: "copied", data: { n } });
+    const { queue } = await sevenJobs();
     await migrateQueue({ from: source, to: target, queue, batchSize: 2 });
 
     const repeating = repeatingLastJob(source);
@@ -122,27 +133,8 @@ describe("moving from a source that returns a job on two pages", () => {
   });
 
   it("after a resume that may have counted a job twice, the verification reads both queues again and counts it once", async () => {
-    const queue = targetStore.track(sourceStore.track(`repeat-${randomUUID().slice(0, 8)}`));
-    for (let n = 0; n < 7; n++) await source.enqueue(queue, { name: "copied", data: { n } });
-    const [firstJob] = (await source.export(queue, { limit: 1 })).items;
-    const stop = new AbortController();
-    const stopped = await migrateQueue({
-      from: source,
-      to: target,
-      queue,
-      batchSize: 2,
-      signal: stop.signal,
-      onProgress: () => stop.abort(),
-    });
-    const from = handingOutAgain(source, firstJob as Job);
-    const resumed = await migrateQueue({
-      from,
-      to: target,
-      queue,
-      batchSize: 2,
-      cursor: stopped.cursor as string,
-      checksums: stopped.checksums,
-    });
+    const { queue } = await sevenJobs();
+    const { from, resumed } = await stoppedAndResumed(queue, "copy");
     expect(resumed.checksums).toMatchObject({ exact: false, source: { waiting: { jobs: 8 } } });
 
     const verification = await verifyMigration(from, target, resumed, { queue });
