@@ -41,11 +41,12 @@ import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresBurstWriter } from "./postgres-burst.js";
+import { PostgresClaimGroup } from "./postgres-claim.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
-import { cancelJob, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
+import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
 
@@ -93,6 +94,8 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   private readonly feed: Required<JobEventFeed>;
   /** SQLite (better-sqlite3) and PostgreSQL: enqueues of one turn of the event loop are written together; see enqueue-burst.ts. */
   private readonly burst: EnqueueBurst | undefined;
+  /** PostgreSQL: concurrent claims of one queue go in one statement; see postgres-claim.ts. */
+  private readonly claims: PostgresClaimGroup | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -115,6 +118,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
       : PostgresBurstWriter.fits(this.store)
         ? new PostgresBurstWriter(this.store)
         : undefined;
+    this.claims = PostgresClaimGroup.fits(this.store) ? new PostgresClaimGroup(this.store) : undefined;
     this.burst = writer && new EnqueueBurst(this.store, writer, (queue, input) => enqueueNormalized(this.store, queue, input));
   }
 
@@ -175,21 +179,26 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async reserve(queue: string, options: ReserveOptions): Promise<Job[]> {
     await this.ready();
     const request = await this.claimRequest(queue, options);
-    const rows = await withRetry("reserve", () => claimRows(this.store, request));
+    const rows = this.claims
+      ? (await this.claims.claim({ request })).next
+      : await withRetry("reserve", () => claimRows(this.store, request));
     return rows.map((row) => rowToJob(this.store, row, request.now));
   }
 
   /**
-   * PostgreSQL (one statement) and MariaDB (one script): one round trip completes the job and claims
-   * the worker's next (complete-and-claim.ts); elsewhere, or when the completion is refused (to name
-   * the error), complete() then reserve().
+   * PostgreSQL (one statement, shared with the queue's concurrent claims: postgres-claim.ts) and
+   * MariaDB (one script: complete-and-claim.ts): one round trip completes the job and claims the
+   * worker's next; elsewhere, or when the completion is refused (to name the error), complete() then
+   * reserve().
    */
   async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext> {
     await this.ready();
     if (this.store.dialect !== "sqlite") {
       const request = await this.claimRequest(queue, next);
-      const both = await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
-      if (both) {
+      const both = this.claims
+        ? await this.claims.claim({ request, complete: { id, options } })
+        : await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
+      if (both?.completed) {
         return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
       }
     }
@@ -224,9 +233,13 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
     return heartbeatJob(this.store, queue, id, options);
   }
 
-  async complete(queue: string, id: string, options?: CompleteOptions): Promise<Job> {
+  /** PostgreSQL: in the queue's group claim (a claim of no rows), so concurrent completions share a statement. */
+  async complete(queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
     await this.ready();
-    return completeJob(this.store, queue, id, options);
+    if (!this.claims) return completeJob(this.store, queue, id, options);
+    const request = { queue, worker: "", count: 0, leaseMs: 0, now: this.store.now() };
+    const { completed } = await this.claims.claim({ request, complete: { id, options } });
+    return completed ? rowToJob(this.store, completed) : completeByTransition(this.store, queue, id, options);
   }
 
   async fail(queue: string, id: string, options: FailOptions): Promise<Job> {

@@ -20,21 +20,22 @@ export interface ClaimRequest {
  * Claims up to `count` rows atomically, unless the queue is paused: rows whose Switchyard lease
  * expired first (the core contract), then due pending rows, each in priority (larger first) then id
  * order. The lock id written to `locked_queue_id` is unique per claim and fits the legacy
- * varchar(40), so a legacy daemon sees the row as taken. PostgreSQL and SQLite do it in one
- * statement; MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, UPDATEs
- * and a read-back, sent as one script (one round trip) on MariaDB.
+ * varchar(40), so a legacy daemon sees the row as taken. SQLite does it in one statement;
+ * MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, UPDATEs and a
+ * read-back, sent as one script (one round trip) on MariaDB. PostgreSQL claims go in groups, one
+ * statement for the concurrent claims of a queue (postgres-claim.ts).
  */
 export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
+  if (store.dialect === "postgres") throw new Error("workerqueue-sql: PostgreSQL claims go through PostgresClaimGroup");
   const lock = newLock();
-  if (store.dialect === "mysql") return claimMysql(store, request, lock);
-  return store.dialect === "postgres" ? claimPostgres(store, request, lock) : claimSqlite(store, request, lock);
+  return store.dialect === "mysql" ? claimMysql(store, request, lock) : claimSqlite(store, request, lock);
 }
 
 /** A lock id unique to one claim. */
 export const newLock = () => `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
 
 /** Priority (larger first), then id. RETURNING and IN lists promise no order: jobs go out in this one. */
-function byClaimOrder<T extends { id: number | string; sy_priority: number | string | null }>(rows: T[]): T[] {
+export function byClaimOrder<T extends { id: number | string; sy_priority: number | string | null }>(rows: T[]): T[] {
   return rows.sort((a, b) => (num(b.sy_priority) ?? 0) - (num(a.sy_priority) ?? 0) || Number(a.id) - Number(b.id));
 }
 
@@ -70,12 +71,12 @@ export function queueCondition(store: Store, queue: string): Condition {
 }
 
 /** whereLeaseExpired() as SQL text. */
-function expiredCondition(now: number): Condition {
+export function expiredCondition(now: number): Condition {
   return { sql: "status in (?, ?) and sy_lease_until is not null and sy_lease_until < ?", bindings: [...ACTIVE_STATUSES, now] };
 }
 
 /** whereDue() as SQL text. */
-function dueCondition(store: Store, now: number): Condition {
+export function dueCondition(store: Store, now: number): Condition {
   const due: Condition = {
     sql: "status = ? and locked_queue_id in (?, ?, ?) and (sy_run_at is null or sy_run_at <= ?)",
     bindings: [STATUS.pending, UNLOCKED, ...DELAYED_LOCKS, now],
@@ -97,56 +98,7 @@ function claimSet(store: Store, request: ClaimRequest, lock: string): Condition 
   return { sql: `${set.sql}, locked = ?`, bindings: [...set.bindings, true] };
 }
 
-const ORDER = "order by sy_priority desc, id asc";
-
-/**
- * The claim as PostgreSQL statement parts: two locked, skip-locked candidate lists (expired leases,
- * then due rows, the second only as long as the first leaves room), each read in claim order from
- * its index, and one UPDATE of both that answers the rows and the list each came from
- * (`sy_claim_tier`). `onlyIf` is a further condition on both lists (completeAndClaim's). Values go
- * as bindings, never in the text: the pg client would rewrite a `?` of a queue or worker name into a
- * parameter.
- */
-export function postgresClaim(store: Store, request: ClaimRequest, lock: string, onlyIf = "true") {
-  const table = quoted(store, store.table);
-  const queue = queueCondition(store, request.queue);
-  const expired = expiredCondition(request.now);
-  const due = dueCondition(store, request.now);
-  const set = claimSet(store, request, lock);
-  const notPaused = `not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?) and ${onlyIf}`;
-  return {
-    lists: `expired as materialized (
-       select id from ${table} where ${queue.sql} and ${expired.sql} and ${notPaused} ${ORDER} limit ? for update skip locked),
-     due as materialized (
-       select id from ${table} where ${queue.sql} and ${due.sql} and ${notPaused} ${ORDER}
-       limit greatest(0, ? - (select count(*) from expired)) for update skip locked),
-     picked as (select id, 0 as tier from expired union all select id, 1 as tier from due)`,
-    listBindings: [
-      ...queue.bindings,
-      ...expired.bindings,
-      request.queue,
-      request.count,
-      ...queue.bindings,
-      ...due.bindings,
-      request.queue,
-      request.count,
-    ],
-    update: `update ${table} set ${set.sql} from picked where ${table}.id = picked.id returning ${table}.*, picked.tier as sy_claim_tier`,
-    updateBindings: set.bindings,
-  };
-}
-
-/** Rows a PostgreSQL claim answered, in the order they go out: expired leases first, then due rows, each in claim order. */
-export function claimedInOrder(rows: Array<JobRow & { sy_claim_tier: number }>): JobRow[] {
-  return byClaimOrder(rows).sort((a, b) => a.sy_claim_tier - b.sy_claim_tier);
-}
-
-/** PostgreSQL: the claim in one statement; concurrent claimers pass each other's rows by. */
-async function claimPostgres(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
-  const claim = postgresClaim(store, request, lock);
-  const result = await store.knex.raw(`with ${claim.lists} ${claim.update}`, [...claim.listBindings, ...claim.updateBindings]);
-  return claimedInOrder((result as { rows: Array<JobRow & { sy_claim_tier: number }> }).rows);
-}
+export const ORDER = "order by sy_priority desc, id asc";
 
 /**
  * MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a READ COMMITTED transaction, then

@@ -108,7 +108,7 @@ async function updateHeld(
   });
 }
 
-/** The guarded UPDATE ... RETURNING * of updateHeld(), unsent (completeAndClaim puts it in a statement of its own). */
+/** The guarded UPDATE ... RETURNING * of updateHeld(), unsent. (PostgreSQL's group claim finds and completes rows its own way: postgres-claim.ts.) */
 export function heldUpdate(
   store: Store,
   queue: string,
@@ -198,9 +198,19 @@ export async function setJobProgress(store: Store, queue: string, id: string, wo
 export async function completeJob(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
   return (
     (await updateHeld(store, queue, id, options.worker, completeValues(store, options, store.now()))) ??
-    transition(store, queue, id, "complete", { worker: options.worker, states: ["active"], onWrongState: "invalid-state" }, (row, at) =>
-      finished(store, row, at, STATUS.complete, resultColumn(options)),
-    )
+    completeByTransition(store, queue, id, options)
+  );
+}
+
+/** complete() by a read and a guarded update: what a refused one-statement completion falls back to, to name the error. */
+export function completeByTransition(store: Store, queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
+  return transition(
+    store,
+    queue,
+    id,
+    "complete",
+    { worker: options.worker, states: ["active"], onWrongState: "invalid-state" },
+    (row, at) => finished(store, row, at, STATUS.complete, resultColumn(options)),
   );
 }
 
