@@ -103,6 +103,30 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * `switchyard migrate` of QUEUE into `<name>.sqlite` by pages of two, whose second import fails as a
+ * dropped connection would: its arguments (without the command), adapters, and what the run threw.
+ */
+async function stoppedAtSecondPage(name: string) {
+  const adapters = secondImportFails(name);
+  const args = [
+    "-c",
+    writeConfig(name),
+    "--from",
+    "old",
+    "--to",
+    name,
+    "--queue",
+    QUEUE,
+    "--batch-size",
+    "2",
+    "--checkpoint",
+    checkpointIn(name),
+  ];
+  const stopped = await runCli(["migrate", ...args], capture().io, adapters).catch((error: Error) => error);
+  return { args, adapters, stopped };
+}
+
 /** Adapters whose SQLite target `<name>.sqlite` fails its second import, as a dropped connection would. */
 function secondImportFails(name: string) {
   let imports = 0;
@@ -297,23 +321,7 @@ describe("switchyard migrate", () => {
   });
 
   it("a migration that stops mid-way names the checkpoint, and --resume copies the rest, every job once", async () => {
-    const config = writeConfig("flaky");
-    const adapters = secondImportFails("flaky");
-    const args = [
-      "-c",
-      config,
-      "--from",
-      "old",
-      "--to",
-      "flaky",
-      "--queue",
-      QUEUE,
-      "--batch-size",
-      "2",
-      "--checkpoint",
-      checkpointIn("flaky"),
-    ];
-    const stopped = await runCli(["migrate", ...args], capture().io, adapters).catch((error: Error) => error);
+    const { args, adapters, stopped } = await stoppedAtSecondPage("flaky");
     expect(stopped).toBeInstanceOf(MigrateError);
     expect((stopped as Error).message).toMatch(
       /stopped after 2 job\(s\): connection reset; run the same command with --resume to continue from .*flaky\.checkpoint\.json$/,
@@ -333,23 +341,8 @@ describe("switchyard migrate", () => {
   });
 
   it("a checkpoint written without checksums is resumed, and the verification then reads both queues", async () => {
-    const config = writeConfig("older");
-    const adapters = secondImportFails("older");
-    const args = [
-      "-c",
-      config,
-      "--from",
-      "old",
-      "--to",
-      "older",
-      "--queue",
-      QUEUE,
-      "--batch-size",
-      "2",
-      "--checkpoint",
-      checkpointIn("older"),
-    ];
-    await expect(runCli(["migrate", ...args], capture().io, adapters)).rejects.toThrow(MigrateError);
+    const { args, adapters, stopped } = await stoppedAtSecondPage("older");
+    expect(stopped).toBeInstanceOf(MigrateError);
     // As a checkpoint of an earlier version: no checksums for the pages it counts.
     const checkpoint = JSON.parse(readFileSync(checkpointIn("older"), "utf8"));
     checkpoint.queues[QUEUE].checksums = undefined;
