@@ -1,7 +1,12 @@
-import type { JobLookup } from "@switchyard/core";
+import { type JobLookup, luaScript, runLuaScript } from "@switchyard/core";
 import type { QueueKeys } from "./keys.js";
 import { queueNames } from "./listing.js";
-import type { RedisClient } from "./scripts.js";
+import { type RedisClient, isCluster } from "./scripts.js";
+
+/** The positions (from 1) of the KEYS that exist, in order. */
+const EXISTING_KEYS = luaScript(
+  "local found = {} for i, key in ipairs(KEYS) do if redis.call('EXISTS', key) == 1 then found[#found + 1] = i end end return found",
+);
 
 /** How long the keyspace's queue names are taken as known before a lookup scans for them again. */
 const QUEUE_NAMES_TTL_MS = 10_000;
@@ -11,9 +16,10 @@ const QUEUE_NAMES_TTL_MS = 10_000;
  * jid another queue holds moves that job. glide-mq keeps ids per queue and no list of its queues, so
  * naming them all is a SCAN of the whole keyspace (queueNames): tens of milliseconds of Redis at
  * 100,000 keys, far too much for every put. A lookup looks in the queues this backend has used and in
- * those the keyspace held at its last scan, made at most every QUEUE_NAMES_TTL_MS, with one EXISTS of
- * the job hash per queue, sent together. A queue that another process made since that scan, and this
- * one has not used, is looked in after the next.
+ * those the keyspace held at its last scan, made at most every QUEUE_NAMES_TTL_MS: one EXISTS of the
+ * job hash per queue, all in one script call (on a cluster, where the hashes live on several nodes,
+ * one EXISTS each, sent together). A queue that another process made since that scan, and this one
+ * has not used, is looked in after the next.
  */
 export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string, keysOf: (queue: string) => QueueKeys) {
   const used = new Set<string>();
@@ -39,8 +45,13 @@ export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string
     async queuesHolding(id: string): Promise<string[]> {
       const client = await ready();
       const queues = await knownQueues(client);
-      const held = await Promise.all(queues.map((queue) => client.exists(keysOf(queue).job(id))));
-      return queues.filter((_, i) => held[i] === 1);
+      const keys = queues.map((queue) => keysOf(queue).job(id));
+      if (isCluster(client)) {
+        const held = await Promise.all(keys.map((key) => client.exists(key)));
+        return queues.filter((_, i) => held[i] === 1);
+      }
+      const positions = (await runLuaScript(client, EXISTING_KEYS, keys, [])) as number[];
+      return positions.map((position) => queues[position - 1] as string);
     },
   } satisfies JobLookup & { use(queue: string): void };
 }

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { hasJobLookup, hasJobRemoval } from "@switchyard/core";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
-import { createGlideMqBackend, queueKeys } from "../src/index.js";
+import { clusterNodes, createGlideMqBackend, queueKeys } from "../src/index.js";
 import { removeQueues } from "./support/cleanup.js";
 
 /**
@@ -59,5 +59,28 @@ describe("glidemq-valkey: queuesHolding", () => {
     expect(await redis.exists(queueKeys(name).job(job.id))).toBe(0);
     expect(await backend.queuesHolding(job.id)).not.toContain(name);
     expect(await backend.queuesHolding(`never-${randomUUID()}`)).toEqual([]);
+  });
+});
+
+describe("glidemq-valkey: queuesHolding on a Redis Cluster", () => {
+  it("finds the job hashes on the primaries that hold their queues", async () => {
+    const cluster = new Cluster(clusterNodes(serviceUrl("redis-cluster")));
+    const clustered = createGlideMqBackend({ redis: cluster });
+    const names = Array.from({ length: 6 }, (_, i) => `lookup-cl${i}-${randomUUID().slice(0, 8)}`);
+    try {
+      await clustered.ready();
+      if (!hasJobLookup(clustered)) throw new Error("no JobLookup");
+      const id = `jid-${randomUUID().slice(0, 8)}`;
+      const holding = names.filter((_, i) => i % 2 === 0);
+      for (const name of holding) await clustered.enqueue(name, { name: "held", id });
+      await clustered.enqueue(names[1] as string, { name: "other", id: `${id}-not` });
+      expect(await clustered.queuesHolding(id)).toEqual([...holding].sort());
+      // Six queues' hash tags spread over the three primaries; each hash is where its slot is.
+      for (const name of holding) expect(await cluster.exists(queueKeys(name).job(id))).toBe(1);
+    } finally {
+      await clustered.close();
+      await removeQueues(cluster, new Set(names));
+      await cluster.quit();
+    }
   });
 });
