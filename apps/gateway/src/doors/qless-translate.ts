@@ -41,8 +41,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const jid = String(fresh.id);
     const worker = String(args[0] ?? "");
     // qless's jids are global: a jid another queue of the store holds is that job, moved here (one
-    // held here as well is a move a failure left half done, which this put finishes). Finding it
-    // reads every queue of the store, on each put.
+    // held here as well is a move a failure left half done, which this put finishes). The store's
+    // JobLookup names the queues holding it, on each put.
     const there = await elsewhere(backend, queue, jid);
     if (there) {
       notes.mayMoveFrom?.(there.queue);
