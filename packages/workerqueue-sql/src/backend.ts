@@ -18,6 +18,7 @@ import {
   JobStateSchema,
   type Json,
   type ListOptions,
+  type NormalizedEnqueueInput,
   type Page,
   type ReserveOptions,
   type StoreEvent,
@@ -42,6 +43,8 @@ import { findRow, findRows } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
+import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
+import { PostgresQueueLookup } from "./postgres-lookup.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
@@ -96,6 +99,10 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   private readonly burst: EnqueueBurst | undefined;
   /** PostgreSQL: concurrent claims of one queue go in one statement; see postgres-claim.ts. */
   private readonly claims: PostgresClaimGroup | undefined;
+  /** PostgreSQL: concurrent enqueues with an id of one queue go in one statement; see postgres-id-enqueue.ts. */
+  private readonly idEnqueues: PostgresIdEnqueues | undefined;
+  /** PostgreSQL: concurrent queuesHolding() look-ups go in one statement; see postgres-lookup.ts. */
+  private readonly lookups: PostgresQueueLookup | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -119,7 +126,10 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
         ? new PostgresBurstWriter(this.store)
         : undefined;
     this.claims = PostgresClaimGroup.fits(this.store) ? new PostgresClaimGroup(this.store) : undefined;
-    this.burst = writer && new EnqueueBurst(this.store, writer, (queue, input) => enqueueNormalized(this.store, queue, input));
+    const ordinary = (queue: string, input: NormalizedEnqueueInput) => enqueueNormalized(this.store, queue, input);
+    this.burst = writer && new EnqueueBurst(this.store, writer, ordinary);
+    this.idEnqueues = PostgresIdEnqueues.fits(this.store) ? new PostgresIdEnqueues(this.store, ordinary) : undefined;
+    this.lookups = PostgresQueueLookup.fits(this.store) ? new PostgresQueueLookup(this.store) : undefined;
   }
 
   get eventFeed() {
@@ -157,7 +167,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
 
   async enqueue(queue: string, input: EnqueueInput): Promise<EnqueueResult> {
     await this.ready();
-    const result = await enqueueOne(this.store, queue, input, this.burst);
+    const result = await enqueueOne(this.store, queue, input, this.burst, this.idEnqueues);
     this.announce([result]);
     return result;
   }
@@ -380,9 +390,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   /**
    * The queues that hold a job under `id` (JobLookup): the queue-name scan of queues() joined to
    * the (queue, job id) index, one seek per queue in one statement; a row id names one row.
+   * PostgreSQL: concurrent look-ups share one statement (postgres-lookup.ts).
    */
   async queuesHolding(id: string): Promise<string[]> {
     await this.ready();
+    if (this.lookups) return this.lookups.queuesHolding(id);
     const { knex, table, defaultQueue } = this.store;
     const rowId = rowIdOf(id);
     // One statement: the named queues holding the id, then (as a null name) a row without a queue.

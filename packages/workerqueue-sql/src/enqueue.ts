@@ -19,6 +19,7 @@ import { isUniqueViolation, withRetry } from "./db-errors.js";
 import type { EnqueueBurst } from "./enqueue-burst.js";
 import { type Db, findByUniqueKey, findByUniqueKeys, findRow, findRows, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
+import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
 import { enqueueRow, heldColumns, heldJobOf, importRow, rowToJob } from "./row.js";
 import { advanceIdCounter } from "./sequence.js";
 
@@ -34,10 +35,18 @@ export function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   return normalized;
 }
 
-export async function enqueueOne(store: Store, queue: string, input: EnqueueInput, burst?: EnqueueBurst): Promise<EnqueueResult> {
+export async function enqueueOne(
+  store: Store,
+  queue: string,
+  input: EnqueueInput,
+  burst?: EnqueueBurst,
+  idEnqueues?: PostgresIdEnqueues,
+): Promise<EnqueueResult> {
   const normalized = normalize(input);
   // Without an id or key there is nothing to look up first: it is written with the others of its burst.
   if (burst && normalized.id === undefined && normalized.uniqueKey === undefined) return burst.enqueue(queue, normalized);
+  // PostgreSQL, an id without a key: the unique index looks it up, in a statement shared with the queue's others.
+  if (idEnqueues && PostgresIdEnqueues.takes(normalized)) return idEnqueues.enqueue(queue, normalized);
   return enqueueNormalized(store, queue, normalized);
 }
 
