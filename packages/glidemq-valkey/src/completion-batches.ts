@@ -63,7 +63,7 @@ function finishedHash(before: unknown, returnvalue: string, finishedOn: string):
 }
 
 /**
- * Group commit for completions (core's groupCommit): while one script call for a queue is in flight,
+ * Group commit for completions (core's groupCommit): while a queue's script calls are in flight (two at most),
  * the completions that arrive for that queue wait and then go together in the next one
  * (complete-reserve-many.lua), each with its own lease check and, for completeAndReserve, its own
  * reserve. A lone completion goes at once, so nothing waits on a timer; under load a call carries
@@ -105,7 +105,11 @@ export function completionBatches(
     });
   }
 
-  const completeOne = groupCommit(run, { take: takeCalls });
+  // Two calls of a queue in flight: the next batch is gathered and encoded while Redis runs the one
+  // before, where with one the process and Redis took turns (10 workers chaining complete + next:
+  // 13,544 -> 15,021 jobs/s, medians of 5 alternated runs; 50 workers within the noise). Redis still
+  // runs them one after the other, each whole.
+  const completeOne = groupCommit(run, { take: takeCalls, maxInFlight: 2 });
 
   /**
    * Completes job `id` (for `options.worker` when given) and, with `next`, reserves that worker's next
