@@ -22,6 +22,12 @@ const POLL_MS = { sqlite: 250, mysql: 500, postgres: 1_000 } as const;
  */
 const OVERLAP_MS = 2_000;
 const PAGE = 500;
+/**
+ * PostgreSQL: the least time from one look to the next, however many NOTIFYs come between. Under a
+ * stream of writes each statement NOTIFYs, and a look per NOTIFY would cost the server a read for
+ * every few writes; a look every LOOK_GAP_MS at most reads what came meanwhile at once.
+ */
+const LOOK_GAP_MS = 20;
 
 /** The NOTIFY channel of a table's changes (see `installChangeTrigger`). */
 export const changeChannel = (table: string) => `switchyard_${table}`;
@@ -86,7 +92,7 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
           : `the rows changed since the last look, by updated_at, every ${POLL_MS[store.dialect]} ms`,
       history: true,
       everyMove: false,
-      latencyMs: store.dialect === "postgres" ? 5 : POLL_MS[store.dialect],
+      latencyMs: store.dialect === "postgres" ? LOOK_GAP_MS : POLL_MS[store.dialect],
     },
 
     // Dates may be whole seconds (SQLite, MySQL): a time's position is before its whole second.
@@ -107,6 +113,8 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
       /** What each row in the overlap was last told as, so a row read again is not told again. */
       const told = new Map<string, { key: string; time: number }>();
       let changed: (() => void) | undefined;
+      /** A NOTIFY came since the last look began. */
+      let notified = false;
       let stopListening: (() => Promise<void>) | undefined;
 
       /** The newest row read, and when the overlap was last read again. */
@@ -147,16 +155,24 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
           if (store.dialect === "postgres" && !stopListening)
             stopListening = await listen(
               store,
-              () => changed?.(),
+              () => {
+                notified = true;
+                changed?.();
+              },
               (error) => {
                 options.onError?.(error);
                 stopListening = undefined;
               },
             );
+          notified = false;
           await look();
           if (signal.aborted) return;
+          if (store.dialect === "postgres") {
+            await pause(LOOK_GAP_MS, signal);
+            if (notified || signal.aborted) return;
+          }
           // A NOTIFY (PostgreSQL) ends the pause early.
-          await pause(POLL_MS[store.dialect], signal, (wake) => {
+          await pause(POLL_MS[store.dialect] - (store.dialect === "postgres" ? LOOK_GAP_MS : 0), signal, (wake) => {
             changed = wake;
           });
         },
