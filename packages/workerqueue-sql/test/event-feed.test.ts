@@ -1,6 +1,7 @@
 import type { JobEventFeed, StoreEvent } from "@switchyard/core";
-import { describe, expect, it } from "vitest";
-import { DIALECTS, useDialectTable } from "./dialects.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { createWorkerQueueBackend } from "../src/index.js";
+import { DIALECTS, rawKnex, useDialectTable } from "./dialects.js";
 
 /**
  * The store event feed reads the rows changed since its newest one as writes come, and reads the last
@@ -56,3 +57,46 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+/**
+ * PostgreSQL's feed is woken by a statement trigger's NOTIFY, one per write; it looks at the table at
+ * most once per 20 ms however many come, and tells every move all the same. Its reads are counted at
+ * the backend's own knex.
+ */
+describe("workerqueue-sql (postgres): store event feed under a stream of writes", () => {
+  const { url, table, open, queue: nextQueue } = useDialectTable("postgres", "wq_feedgap");
+  const counted = rawKnex(url);
+  let looks = 0;
+  counted.on("query", (query: { sql: string }) => {
+    if (query.sql.includes('order by "updated_at"')) looks++;
+  });
+  afterAll(() => counted.destroy());
+
+  it("one look per 20 ms at most while every enqueue NOTIFYs, and each enqueue is told", async () => {
+    await open(); // creates the table and its trigger
+    const wq = createWorkerQueueBackend({ knex: counted, table });
+    await wq.ready();
+    const q = nextQueue("gap");
+    const events: StoreEvent[] = [];
+    const watch = (wq as unknown as JobEventFeed).watchEvents((event) => events.push(event), {});
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const before = looks;
+      const started = Date.now();
+      const ids: string[] = [];
+      // One after the other: each its own statement, so each its own NOTIFY.
+      for (let i = 0; i < 150; i++) ids.push((await wq.enqueue(q, { name: `stream ${i}` })).job.id);
+      const elapsed = Date.now() - started;
+      const during = looks - before;
+      expect(during).toBeGreaterThan(0);
+      expect(during).toBeLessThanOrEqual(Math.ceil(elapsed / 20) + 2);
+      const deadline = Date.now() + 5_000;
+      const told = () => new Set(events.filter((event) => event.queue === q && event.type === "enqueued").map((event) => event.jobId));
+      while (told().size < ids.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect([...told()].sort()).toEqual([...ids].sort());
+    } finally {
+      await watch.close();
+      await wq.close();
+    }
+  });
+});
