@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
+import type { Redis } from "ioredis";
 import { type ConfigInput, type Gateway, createGateway } from "../src/index.js";
 
 export interface TestGateway {
@@ -102,4 +103,24 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * Subscribes `subscriber` to every channel; `heard(work)` runs `work` and answers what was published
+ * meanwhile. Every message of a command is in before the answer of a PING sent after its reply, so
+ * a PING before and after bounds what `work` published.
+ */
+export async function everyChannel(subscriber: Redis) {
+  let log: Array<{ channel: string; data: string }> = [];
+  subscriber.on("pmessage", (_pattern: string, channel: string, data: string) => log.push({ channel, data }));
+  await subscriber.psubscribe("*");
+  return {
+    async heard(work: () => Promise<unknown>) {
+      await subscriber.ping();
+      log = [];
+      await work();
+      await subscriber.ping();
+      return log;
+    },
+  };
 }

@@ -10,7 +10,7 @@ import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { type RunningServer, startServer } from "../src/server.js";
-import { send } from "./helpers.js";
+import { everyChannel, send } from "./helpers.js";
 
 /**
  * qless's jids are global: a `put` naming a jid that another queue holds moves the job (queue.lua's
@@ -101,10 +101,7 @@ async function connect(token = "admin-token") {
 async function qlessClient(prefix: string, token?: string) {
   const redis = await connect(token);
   await redis.script("LOAD", QLESS);
-  const subscriber = await connect();
-  let log: Array<{ channel: string; data: string }> = [];
-  subscriber.on("pmessage", (_pattern: string, channel: string, data: string) => log.push({ channel, data }));
-  await subscriber.psubscribe("*");
+  const { heard } = await everyChannel(await connect());
   const id = randomUUID().slice(0, 8);
   return {
     queue: `${prefix}-old-${id}`,
@@ -113,14 +110,8 @@ async function qlessClient(prefix: string, token?: string) {
     qless: (command: string, ...args: Array<string | number>) => redis.evalsha(QLESS_SHA, 0, command, Date.now() / 1000, ...args),
     json: async (command: string, ...args: Array<string | number>) =>
       JSON.parse((await redis.evalsha(QLESS_SHA, 0, command, Date.now() / 1000, ...args)) as string),
-    /** What was published while `work` ran: every message of a command is in before a PING sent after its reply. */
-    async heard(work: () => Promise<unknown>) {
-      await subscriber.ping();
-      log = [];
-      await work();
-      await subscriber.ping();
-      return log;
-    },
+    /** What was published while `work` ran. */
+    heard,
   };
 }
 

@@ -7,7 +7,7 @@ import Database from "better-sqlite3";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningServer, startServer } from "../src/server.js";
-import { send } from "./helpers.js";
+import { everyChannel, send } from "./helpers.js";
 
 /**
  * qless's pub/sub through the RESP door on a SQLite store: the messages qless's script publishes, on
@@ -62,23 +62,10 @@ function row(jid: string): Record<string, unknown> | undefined {
  */
 async function qlessClient() {
   const redis = await connect();
-  const subscriber = await connect();
+  const { heard } = await everyChannel(await connect());
   await redis.script("LOAD", QLESS);
-  let log: Array<{ channel: string; data: string }> = [];
-  subscriber.on("pmessage", (_pattern: string, channel: string, data: string) => log.push({ channel, data }));
-  await subscriber.psubscribe("*");
   const qless = (command: string, now: number, ...args: Array<string | number>) => redis.evalsha(QLESS_SHA, 0, command, now, ...args);
-  return {
-    qless,
-    async heard(work: () => Promise<unknown>) {
-      // What earlier calls published is in before the PING's answer.
-      await subscriber.ping();
-      log = [];
-      await work();
-      await subscriber.ping();
-      return log;
-    },
-  };
+  return { qless, heard };
 }
 
 /** Fresh queue and jid names per test: the tests share one store. */

@@ -29,11 +29,16 @@ export function uniqueSlot(queue: string, key: string): string {
  * caller-chosen id in `switchyard.id`, or a string or integer `_id` of a hand-inserted document.
  */
 export function jobFilter(queue: string, id: string): Record<string, unknown> {
+  return { queue, $or: [{ "switchyard.idSlot": idSlot(queue, id) }, ...idSpellings(id).map((_id) => ({ _id }))] };
+}
+
+/** Each `_id` a document shown as `id` may have: the text itself, its ObjectId, its integer. */
+export function idSpellings(id: string): Array<string | number | ObjectId> {
+  const spellings: Array<string | number | ObjectId> = [id];
   const objectId = asObjectId(id);
-  const ids: Record<string, unknown>[] = [{ "switchyard.idSlot": idSlot(queue, id) }, { _id: id }];
-  if (objectId) ids.push({ _id: objectId });
-  if (/^-?[0-9]{1,15}$/.test(id)) ids.push({ _id: Number(id) });
-  return { queue, $or: ids };
+  if (objectId) spellings.push(objectId);
+  if (/^-?[0-9]{1,15}$/.test(id)) spellings.push(Number(id));
+  return spellings;
 }
 
 /** The id a document shows as Job.id. */
@@ -54,12 +59,6 @@ export function isDuplicateKey(error: unknown): boolean {
  * `switchyard.idSlot`, the others by `_id` in each spelling an id may have.
  */
 export function jobsFilters(queue: string, ids: string[]): Array<Record<string, unknown>> {
-  const rawIds: unknown[] = [];
-  for (const id of ids) {
-    rawIds.push(id);
-    const objectId = asObjectId(id);
-    if (objectId) rawIds.push(objectId);
-    if (/^-?[0-9]{1,15}$/.test(id)) rawIds.push(Number(id));
-  }
+  const rawIds = ids.flatMap(idSpellings);
   return [{ "switchyard.idSlot": { $in: ids.map((id) => idSlot(queue, id)) } }, { queue, _id: { $in: rawIds } }];
 }

@@ -10,7 +10,7 @@ import {
 } from "@switchyard/core";
 import { BSON, ObjectId } from "mongodb";
 import { type CloudqDocument, type DocumentId, documentToJob } from "./document.js";
-import { asObjectId, idOf, jobFilter, jobsFilters } from "./ids.js";
+import { idOf, idSpellings, jobFilter, jobsFilters } from "./ids.js";
 import { stateFilter } from "./queries.js";
 import type { Store } from "./store.js";
 
@@ -128,13 +128,9 @@ const namesOf = (names: unknown[]): string[] => names.filter((name): name is str
  * have. Two queries, each served by an index (FerretDB scans the collection for an `$or`).
  */
 export async function queuesHolding(store: Store, id: string): Promise<string[]> {
-  const rawIds: Array<string | number | ObjectId> = [id];
-  const objectId = asObjectId(id);
-  if (objectId) rawIds.push(objectId);
-  if (/^-?[0-9]{1,15}$/.test(id)) rawIds.push(Number(id));
   const [aliased, native] = await Promise.all([
     store.jobs.distinct("queue", { "switchyard.id": id }),
-    store.jobs.distinct("queue", { _id: { $in: rawIds } }),
+    store.jobs.distinct("queue", { _id: { $in: idSpellings(id) } }),
   ]);
   return [...new Set(namesOf([...aliased, ...native]))];
 }

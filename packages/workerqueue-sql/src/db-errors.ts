@@ -69,3 +69,12 @@ export function typedError(what: string, error: unknown): unknown {
   }
   return error;
 }
+
+/**
+ * Whether a statement that failed with this error wrote nothing, so each caller of a group may be
+ * sent again alone to get its own answer: a value or a lock the server refused. A connection lost
+ * (or the store unreachable) may have committed it, so its callers get that error instead.
+ */
+export function wroteNothing(error: unknown): boolean {
+  return !(error instanceof BackendUnavailableError) && !isConnectionError(error);
+}

@@ -1,4 +1,4 @@
-import { BackendUnavailableError, type CompleteOptions, groupCommit, isConnectionError } from "@switchyard/core";
+import { type CompleteOptions, groupCommit } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import {
@@ -12,7 +12,7 @@ import {
   queueCondition,
 } from "./claim.js";
 import { ACTIVE_STATUSES, DELAYED_LOCKS, type JobRow, STATUS, UNLOCKED } from "./columns.js";
-import { withRetry } from "./db-errors.js";
+import { withRetry, wroteNothing } from "./db-errors.js";
 import type { Store } from "./options.js";
 import { sqlDate } from "./row.js";
 import { rowIdOf } from "./where.js";
@@ -56,7 +56,7 @@ export class PostgresClaimGroup {
       // One statement writes all or nothing: a refused value (a result PostgreSQL will not store)
       // fails the group, and each caller then goes alone to get its own answer. A lost connection
       // may have committed, so its callers get that error rather than a second claim.
-      retryAlone: (error) => !(error instanceof BackendUnavailableError) && !isConnectionError(error),
+      retryAlone: wroteNothing,
     });
   }
 

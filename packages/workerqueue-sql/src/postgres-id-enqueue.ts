@@ -1,15 +1,8 @@
-import {
-  BackendUnavailableError,
-  type EnqueueResult,
-  type NormalizedEnqueueInput,
-  groupCommit,
-  isConnectionError,
-  runAtOf,
-} from "@switchyard/core";
+import { type EnqueueResult, type NormalizedEnqueueInput, groupCommit, runAtOf } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted, rowsOf } from "./bulk-insert.js";
 import { type JobRow, SY } from "./columns.js";
-import { withRetry } from "./db-errors.js";
+import { withRetry, wroteNothing } from "./db-errors.js";
 import { findRows } from "./lookup.js";
 import type { Store } from "./options.js";
 import { enqueueRow, rowToJob } from "./row.js";
@@ -49,7 +42,7 @@ export class PostgresIdEnqueues {
       // The statement writes all or nothing: a value the server refuses fails the group, and each
       // caller goes again alone to get its own answer. A lost connection may have committed the
       // rows, so its callers get that error rather than a second write.
-      retryAlone: (error) => !(error instanceof BackendUnavailableError) && !isConnectionError(error),
+      retryAlone: wroteNothing,
     });
   }
 

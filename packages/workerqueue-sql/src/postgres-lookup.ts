@@ -1,8 +1,8 @@
-import { BackendUnavailableError, groupCommit, isConnectionError } from "@switchyard/core";
+import { groupCommit } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted, rowsOf } from "./bulk-insert.js";
 import { SY } from "./columns.js";
-import { withRetry } from "./db-errors.js";
+import { withRetry, wroteNothing } from "./db-errors.js";
 import type { Store } from "./options.js";
 import { rowIdOf } from "./where.js";
 
@@ -22,7 +22,7 @@ export class PostgresQueueLookup {
     this.send = groupCommit((_key, ids: string[]) => withRetry("queuesHolding", () => queuesHoldingEach(store, ids)), {
       take: (waiting) => Math.min(waiting.length, MAX_GROUP_IDS),
       // A value the server refuses (a NUL in an id) fails the group: each caller then asks alone.
-      retryAlone: (error) => !(error instanceof BackendUnavailableError) && !isConnectionError(error),
+      retryAlone: wroteNothing,
     });
   }
 
