@@ -302,11 +302,24 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
-  it("depends on a store whose dependencies are fixed at enqueue answers 501 naming the reason", async () => {
-    const r = run("sql");
-    await put(r, "job", "K", {});
-    const res = await r.qless("depends", [r.jid("job"), "on", "other"]);
-    expect(res.status).toBe(501);
-    expect(res.body.error.message).toContain("fixes them at enqueue");
+  it("depends on a job not waiting on others, or on none, is refused in qless's words on every store", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "running", "K", {});
+      await r.qless("pop", [r.queue, "worker", 1]);
+      await put(r, "waiting", "K", {});
+      await r.qless("put", ["client", r.queue, r.jid("scheduled"), "K", "{}", 60]);
+      const refusals: Record<string, unknown> = {};
+      for (const name of ["waiting", "scheduled", "running", "missing"]) {
+        const res = await r.qless("depends", [r.jid(name), "on", r.jid("other")]);
+        refusals[name] = [res.status, /Depends\(\): .*/.exec(res.body.error?.message ?? "")?.[0]];
+      }
+      return refusals;
+    });
+    expect(seen).toEqual({
+      waiting: [400, "Depends(): Job <waiting> not in the depends state: waiting"],
+      scheduled: [400, "Depends(): Job <scheduled> not in the depends state: scheduled"],
+      running: [400, "Depends(): Job <running> not in the depends state: running"],
+      missing: [400, "Depends(): Job <missing> not in the depends state: false"],
+    });
   });
 });

@@ -22,7 +22,7 @@ import {
   viewOf,
 } from "./qless-jobs.js";
 import { popJobs, renewLock } from "./qless-locks.js";
-import { asWorker } from "./qless-refusals.js";
+import { QLESS_STATE, asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import { STORE_COMMANDS } from "./qless-store-commands.js";
 
@@ -215,7 +215,13 @@ const JOB_COMMANDS: Record<string, Handler> = {
     if (!Object.hasOwn(listed, type)) throw qlessError("jobs", `Jobs(): Unknown type "${type}"`);
     return (await listed[type]!()).slice(offset, offset + count).map((job) => job.id);
   },
-  async depends(backend, queue) {
+  async depends(backend, queue, args) {
+    // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
+    // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
+    const jid = String(args[0] ?? "");
+    const job = jid === "" ? null : await backend.get(queue, jid);
+    const state = job && !forgotten(job) ? QLESS_STATE[job.state] : "false";
+    if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
     throw new UnsupportedError(
       `qless depends on/off needs a backend whose dependencies can change after enqueue; queue ${queue} is on ${backend.kind}, which fixes them at enqueue`,
     );

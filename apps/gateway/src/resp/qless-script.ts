@@ -134,6 +134,7 @@ const MISSING_JOB: Record<string, (jid: string) => string> = {
   requeue: (jid) => `Requeue(): Job ${jid} does not exist`,
   tag: (jid) => `Tag(): Job ${jid} does not exist`,
   track: () => "Track(): Job does not exist",
+  depends: (jid) => `Depends(): Job ${jid} not in the depends state: false`,
 };
 
 function missingJob(command: string, args: QlessArgs, jid: string): QlessCommandError | undefined {
