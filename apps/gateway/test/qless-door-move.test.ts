@@ -278,3 +278,56 @@ describe("a qless put moves a job on a store whose dependencies hold within one 
     expect(await store.get(other, plain)).toMatchObject({ state: "waiting" });
   });
 });
+
+describe.each(STORES)("qless's complete with next moves the job on, on $name", ({ backend, prefix }) => {
+  it("into another queue: completed there, waiting here under its jid with the worker's data, its runs counted afresh", async () => {
+    const { queue, other, jid, qless, json, heard } = await qlessClient(prefix);
+    await qless("put", "worker", queue, jid, "klass", '{"v": 1}', 0, "priority", 4, "retries", 2, "tags", '["t"]');
+    await json("pop", queue, "worker", 1);
+    const told = await heard(async () => expect(await qless("complete", jid, "worker", queue, '{"v": 2}', "next", other)).toBe("waiting"));
+    expect(told).toContainEqual({ channel: "ql:log", data: JSON.stringify({ jid, to: other, event: "advanced", queue }) });
+    const store = storeOf(backend);
+    expect(await store.get(queue, jid)).toBeNull();
+    expect(await store.get(other, jid)).toMatchObject({
+      state: "waiting",
+      data: { v: 2 },
+      priority: 4,
+      maxAttempts: 3,
+      attempts: 0,
+      tags: ["t"],
+    });
+    expect(await json("get", jid)).toMatchObject({ queue: other, state: "waiting", data: '{"v":2}', remaining: 2, worker: "" });
+    const popped = await json("pop", other, "worker", 10);
+    expect(popped.map((job: { jid: string }) => job.jid)).toEqual([jid]);
+  });
+
+  it("into its own queue after a delay: put again there, scheduled", async () => {
+    const { queue, jid, qless, json } = await qlessClient(prefix);
+    await qless("put", "worker", queue, jid, "klass", "{}", 0);
+    await json("pop", queue, "worker", 1);
+    expect(await qless("complete", jid, "worker", queue, "{}", "next", queue, "delay", 60)).toBe("scheduled");
+    const job = await storeOf(backend).get(queue, jid);
+    expect(job).toMatchObject({ state: "delayed", attempts: 0, lease: null });
+    expect(job?.runAt).toBeGreaterThan(Date.now() + 50_000);
+  });
+
+  it("by a worker that does not hold the job: qless's refusal, nothing moved", async () => {
+    const { queue, other, jid, qless, json } = await qlessClient(prefix);
+    await qless("put", "worker", queue, jid, "klass", "{}", 0);
+    await json("pop", queue, "worker", 1);
+    await expect(qless("complete", jid, "thief", queue, "{}", "next", other)).rejects.toThrow(/handed out to another worker/);
+    await expect(qless("complete", jid, "worker", queue, "{}", "delay", 5)).rejects.toThrow(/"delay" cannot be used without a "next"/);
+    expect(await storeOf(backend).get(queue, jid)).toMatchObject({ state: "active" });
+    expect(await storeOf(backend).get(other, jid)).toBeNull();
+  });
+});
+
+describe("qless's complete with next on a store that edits no job after enqueue (glide-mq)", () => {
+  it("into its own queue answers 501 before the job is completed", async () => {
+    const { queue, jid, qless, json } = await qlessClient("glide");
+    await qless("put", "worker", queue, jid, "klass", "{}", 0);
+    await json("pop", queue, "worker", 1);
+    await expect(qless("complete", jid, "worker", queue, "{}", "next", queue)).rejects.toThrow(/^ERR UNSUPPORTED: .*cannot/);
+    expect(await storeOf("glide").get(queue, jid)).toMatchObject({ state: "active" });
+  });
+});

@@ -302,6 +302,31 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("complete with next answers and moves the job on as qless's script does", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      const next = `${r.queue}-next`;
+      const inNext = async (command: string, args: Array<string | number>) =>
+        (await send(gateway, "POST", `/qless/${command}`, { queue: next, args })).json;
+      await put(r, "job", "K", [], "priority", 2, "retries", 3);
+      await r.qless("pop", [r.queue, "worker", 1]);
+      const advanced = await r.qless("complete", [r.jid("job"), "worker", r.queue, "[]", "next", next]);
+      const [job] = (await inNext("pop", [next, "worker", 1])).reply;
+      const delayed = await inNext("complete", [r.jid("job"), "worker", next, "{}", "next", next, "delay", 10]);
+      return {
+        advanced: advanced.body,
+        popped: [job.jid, job.queue, job.data, job.priority, job.remaining, job.state],
+        delayed,
+        peekOld: (await r.qless("peek", [r.queue, 10])).body,
+      };
+    });
+    expect(seen).toEqual({
+      advanced: { reply: "waiting" },
+      popped: ["<job>", "<queue>-next", "[]", 2, 3, "running"],
+      delayed: { reply: "scheduled" },
+      peekOld: { reply: {} },
+    });
+  });
+
   it("depends on a job not waiting on others, or on none, is refused in qless's words on every store", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "running", "K", {});

@@ -92,6 +92,34 @@ export function putInput(args: QlessArgs, before: Job | null = null): EnqueueInp
   return input;
 }
 
+/** What `complete <jid> <worker> <queue> <data> [next <queue> [delay <s>] [depends <jids>]]` asks beyond a completion. */
+export interface Advance {
+  next: string;
+  data: Json;
+  /** Seconds to wait in the next queue (0: none). */
+  delay: number;
+  depends: string[];
+}
+
+/**
+ * The options of a qless `complete`, checked in job.lua's order: the job moves on to `next` when it
+ * is given (null: a plain completion); `delay` or `depends` without `next` is qless's error.
+ */
+export function advanceOf(args: QlessArgs): Advance | null {
+  const rest = args.slice(4);
+  if (rest.length === 0) return null;
+  // As Lua reads them into a table: an option given twice takes its last value, a key without one is nil.
+  const options = new Map<string, Arg>();
+  for (let i = 0; i < rest.length; i += 2) if (rest[i + 1] !== undefined) options.set(String(rest[i]), rest[i + 1] as Arg);
+  const delay = options.has("delay") ? numeric("complete", "Complete", options.get("delay"), "delay") : 0;
+  const depends = options.has("depends") ? nameList("complete", "Complete", options.get("depends"), "depends") : [];
+  const next = options.get("next");
+  for (const option of ["delay", "depends"])
+    if (options.has(option) && next === undefined) throw qlessError("complete", `Complete(): "${option}" cannot be used without a "next".`);
+  if (next === undefined) return null;
+  return { next: String(next), data: jsonArg("complete", "Complete", args[3], "data"), delay, depends };
+}
+
 /** Redis's refusal of a command qless calls with no members (`pause`, `unpause`, `worker.deregister` given nothing). */
 export const wrongArgs = (command: string) => qlessError(command, "Wrong number of args calling Redis command from script");
 

@@ -67,6 +67,7 @@ const cjson = (fields: Record<string, string>) => JSON.stringify(fields).replace
 export const qlessLog = {
   put: (jid: string, queue: string) => cjson({ jid, event: "put", queue }),
   completed: (jid: string, queue: string) => cjson({ jid, event: "completed", queue }),
+  advanced: (jid: string, queue: string, to: string) => cjson({ jid, to, event: "advanced", queue }),
   canceled: (jid: string, queue: string, worker: string) => cjson({ jid, queue, event: "canceled", worker }),
   failed: (jid: string, worker: string, group: string, message: string) => cjson({ message, jid, group, event: "failed", worker }),
   lockLost: (jid: string, worker: string) => cjson({ jid, event: "lock_lost", worker }),

@@ -13,7 +13,7 @@ import {
   queuesToSearch,
 } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
-import { type QlessArgs, luaList, qlessError, seconds } from "./qless-args.js";
+import { type Advance, type QlessArgs, luaList, putInput, qlessError, seconds } from "./qless-args.js";
 import { QLESS_STATE, type WorkerCommand, notRunning } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 
@@ -243,6 +243,40 @@ export async function moveJob(backend: Backend, job: Job, queue: string, input: 
   const { created } = await backend.enqueue(queue, { ...input, id: job.id });
   if (!created) await editable(backend, queue, "move of a jid into a queue that holds it").replace(queue, job.id, input);
   await takeOut(backend, job);
+}
+
+/** Whether some queue of the store holds `jid` neither finished nor forgotten: a dependency qless keeps. */
+async function unfinished(backend: Backend, jid: string): Promise<boolean> {
+  const found = await Promise.all((await queuesToSearch(backend, jid)).map((queue) => backend.get(queue, jid)));
+  return found.some((job) => job !== null && !forgotten(job) && job.state !== "completed");
+}
+
+/**
+ * qless's `complete ... next <queue>`: once completed, the job is put in the next queue under its jid
+ * with the data the worker sent (priority, tags and retries kept, its runs counted afresh), as qless
+ * moves it on. Asked before the completion, this refuses what the store cannot do while nothing has
+ * changed; its `finish` then moves the completed job on.
+ */
+export async function prepareAdvance(backend: Backend, queue: string, jid: string, advance: Advance) {
+  const dependsOn: string[] = [];
+  // qless waits only on jids it holds unfinished; the others are dropped, as job.lua drops them.
+  for (const dependency of advance.depends) if (await unfinished(backend, dependency)) dependsOn.push(dependency);
+  if (dependsOn.length > 0 && !backend.capabilities.dependencies) throw unsupported("complete with next and depends", queue, backend);
+  const job = await existing(backend.get(queue, jid), "Complete", jid);
+  const input = putInput(["", advance.next, jid, job.name, JSON.stringify(advance.data), advance.delay], job);
+  if (dependsOn.length > 0) input.dependsOn = dependsOn;
+  const inTarget = advance.next === queue ? null : await backend.get(advance.next, jid);
+  if (advance.next === queue) editable(backend, queue, "complete with next into the same queue");
+  else moveable(backend, { ...job, state: "completed" }, advance.next, inTarget, input);
+  return {
+    input,
+    /** The state qless answers: where the job waits in the next queue. */
+    state: dependsOn.length > 0 ? "depends" : advance.delay > 0 ? "scheduled" : "waiting",
+    finish: (completed: Job) =>
+      advance.next === queue
+        ? editable(backend, queue, "complete with next into the same queue").replace(queue, jid, input)
+        : moveJob(backend, completed, advance.next, input, inTarget),
+  };
 }
 
 const finished = (job: Job) => job.state === "completed" || job.state === "failed";

@@ -1,6 +1,6 @@
 import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
-import { type QlessArgs, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
+import { type QlessArgs, advanceOf, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
 import { qlessLog } from "./qless-channels.js";
 import { expireCompleted, tellCanceled, tellPut } from "./qless-effects.js";
 import {
@@ -16,6 +16,7 @@ import {
   jobList,
   jobsOfBackend,
   moveJob,
+  prepareAdvance,
   refuseTimedOut,
   remainingRetries,
   unsupported,
@@ -74,13 +75,23 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
     return jobList(waiting.slice(0, Math.floor(count)), viewOf(settings, backend));
   },
-  async complete(backend, queue, args, settings) {
+  async complete(backend, queue, args, settings, notes) {
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
-    if (args.length > 4) throw unsupported("complete with next/delay/depends", queue, backend);
+    const advance = advanceOf(args);
+    const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance));
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
     const job = await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
     settings.channels.tellTracked(backend, queue, jid, "completed");
+    if (advance && moveOn) {
+      settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, advance.next), queue);
+      await moveOn.finish(job);
+      if (advance.next !== queue) {
+        settings.tracked.moved(backend, queue, advance.next, jid);
+        notes.moved?.(jid, advance.next);
+      }
+      return moveOn.state;
+    }
     settings.channels.publish("ql:log", qlessLog.completed(jid, queue), queue);
     await expireCompleted(backend, settings, job);
     return "complete";
