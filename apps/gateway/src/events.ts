@@ -29,6 +29,12 @@ export interface JobEvent {
 export const EVENT_HISTORY = 10_000;
 /** How long a move told by one source waits for the other source to tell it too (see `#isEcho`). */
 const ECHO_WINDOW_MS = 30_000;
+/**
+ * How long the stores' feeds still tell every move after the last subscriber that needs every move
+ * left: a stream that reconnects within it replays from this process's memory, which then holds
+ * every move (an EventSource retries within seconds).
+ */
+const EVERY_MOVE_LINGER_MS = 60_000;
 
 /** Told each event, and where its backend's store history stood then (null when it keeps none). */
 type Listener = (event: JobEvent, position: string | null) => void;
@@ -40,25 +46,49 @@ interface Followed {
   watch: EventWatch;
   /** The position of the newest store event read (or the feed's position at the start). */
   position: string | null;
+  /** The moves its feed tells now (null: every move), so only those are awaited from it (`#isEcho`). */
+  tells: ReadonlySet<JobEventType> | null;
 }
+
+/** The same types, or both null (every type). */
+const sameTypes = (a: ReadonlySet<JobEventType> | null, b: ReadonlySet<JobEventType> | null) =>
+  a === null || b === null ? a === b : a.size === b.size && [...a].every((type) => b.has(type));
 
 /**
  * The lifecycle of the jobs on every backend, for the SSE routes and the parked reservers. Two
  * sources tell it: the calls that go through this gateway (`observedBackend`), at once and every
  * move, and each store's own feed where it has one (`follow`), which also tells what other gateways
  * and the systems' own workers do. A move told by both is told to subscribers once. The last
- * EVENT_HISTORY events stay in memory for replay; a store that keeps history replays the rest.
+ * EVENT_HISTORY events stay in memory for replay; a store that keeps history replays the rest. The
+ * feeds are asked for the moves the subscribers need only (the dashboard's counts need completions and
+ * failures, a parked reserver enqueues), so a gateway that nobody watches does not read back every job
+ * it enqueues; while they read only some, a replay is read from the stores' histories.
  */
 export class JobEvents {
   /** Names this process in event ids, so an id from another gateway is known for what it is. */
   readonly instance = randomBytes(4).toString("hex");
   readonly #history: Array<{ event: JobEvent; position: string | null }> = [];
-  readonly #listeners = new Set<Listener>();
+  /** Each subscriber, and the moves it needs told (null: every move). */
+  readonly #listeners = new Map<Listener, ReadonlySet<JobEventType> | null>();
+  /** What the subscribers need, all together (null: every move): what the stores' feeds are asked to tell. */
+  #needed: ReadonlySet<JobEventType> | null = null;
+  /**
+   * The first event id from which the history in memory holds every move the feeds saw: a feed told
+   * only some moves while no subscriber needed the others, so a replay across that time is read from
+   * the stores' histories instead.
+   */
+  #wholeFrom = 1;
+  /** Until when every move is still needed (see EVERY_MOVE_LINGER_MS), and the timer that narrows then. */
+  #everyMoveUntil = 0;
+  #narrowLater: NodeJS.Timeout | undefined;
   readonly #followed = new Map<string, Followed>();
   /** Moves told by one source and not yet by the other: `<source>|<move key>` to how many. */
   readonly #unmatched = new Map<string, { count: number; until: number }>();
   #nextSweep = 0;
   #next = 1;
+
+  /** @param everyMoveLingerMs see EVERY_MOVE_LINGER_MS (0 in tests of the narrowing itself). */
+  constructor(private readonly everyMoveLingerMs = EVERY_MOVE_LINGER_MS) {}
 
   /** Tells the subscribers of a move made by a call through this gateway. */
   emit(type: JobEventType, backend: string, queue: string, jobId?: string): void {
@@ -75,8 +105,12 @@ export class JobEvents {
       feed,
       position: feed.positionAt?.(Date.now()) ?? null,
       watch: feed.watchEvents((event) => this.#fromStore(backend, followed, event), { onError }),
+      tells: null,
     };
     this.#followed.set(backend, followed);
+    // Asked for what the subscribers needed so far, then for what they need now if that changed.
+    this.#askFeed(followed);
+    this.#narrowFeeds();
   }
 
   /** Makes sure the stores' feeds read `queue` (someone waits on it or watches it). */
@@ -98,20 +132,36 @@ export class JobEvents {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.#narrowLater);
     const watches = [...this.#followed.values()].map((followed) => followed.watch.close());
     this.#followed.clear();
     await Promise.all(watches);
   }
 
-  subscribe(listener: Listener): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+  /**
+   * Tells `listener` of every event, until the returned function is called. `types` says which moves it
+   * needs (all by default): while no subscriber needs a move, the stores' feeds may leave it unread.
+   */
+  subscribe(listener: Listener, types?: readonly JobEventType[]): () => void {
+    this.#listeners.set(listener, types ? new Set(types) : null);
+    this.#narrowFeeds();
+    return () => {
+      const needed = this.#listeners.get(listener);
+      if (!this.#listeners.delete(listener)) return;
+      if (needed === null && this.everyMoveLingerMs > 0) {
+        this.#everyMoveUntil = Date.now() + this.everyMoveLingerMs;
+        clearTimeout(this.#narrowLater);
+        this.#narrowLater = setTimeout(() => this.#narrowFeeds(), this.everyMoveLingerMs + 1);
+        this.#narrowLater.unref();
+      }
+      this.#narrowFeeds();
+    };
   }
 
-  /** The events after `lastId` still held; `complete` is false when some were dropped from the history. */
+  /** The events after `lastId` still held; `complete` is false when some were dropped from the history or never read. */
   since(lastId: number): { events: Array<{ event: JobEvent; position: string | null }>; complete: boolean } {
     const events = this.#history.filter(({ event }) => event.id > lastId);
-    const oldest = this.#history[0]?.event.id ?? this.#next;
+    const oldest = Math.max(this.#history[0]?.event.id ?? this.#next, this.#wholeFrom);
     return { events, complete: lastId >= oldest - 1 };
   }
 
@@ -125,6 +175,29 @@ export class JobEvents {
     return this.#next - 1;
   }
 
+  /** Asks each feed for what the subscribers need now, when that changed. */
+  #narrowFeeds(): void {
+    const needs = [...this.#listeners.values()];
+    const needed = needs.includes(null) || Date.now() < this.#everyMoveUntil ? null : new Set(needs.flatMap((types) => [...(types ?? [])]));
+    if (sameTypes(needed, this.#needed)) return;
+    this.#needed = needed;
+    for (const followed of this.#followed.values()) this.#askFeed(followed);
+  }
+
+  #askFeed(followed: Followed): void {
+    if (!followed.watch.tellOnly) return;
+    const wasWhole = this.#isWhole();
+    followed.tells = followed.watch.tellOnly(this.#needed);
+    // The history in memory holds every move again only from the next event on.
+    if (!this.#isWhole()) this.#wholeFrom = Number.POSITIVE_INFINITY;
+    else if (!wasWhole) this.#wholeFrom = this.#next;
+  }
+
+  /** Whether every feed tells every move it sees. */
+  #isWhole(): boolean {
+    return [...this.#followed.values()].every((followed) => followed.tells === null);
+  }
+
   #fromStore(backend: string, followed: Followed, event: StoreEvent): void {
     if (event.position !== null) followed.position = event.position;
     if (this.#isEcho("store", backend, event.type, event.queue, event.jobId)) return;
@@ -136,7 +209,7 @@ export class JobEvents {
     const position = this.#followed.get(backend)?.position ?? null;
     this.#history.push({ event, position });
     if (this.#history.length > EVENT_HISTORY) this.#history.shift();
-    for (const listener of this.#listeners) listener(event, position);
+    for (const listener of this.#listeners.keys()) listener(event, position);
   }
 
   /**
@@ -158,6 +231,9 @@ export class JobEvents {
       if (--other.count === 0) this.#unmatched.delete(otherKey);
       return true;
     }
+    // A move the store's feed does not tell now (no subscriber needs it) will not come back from it.
+    const tells = this.#followed.get(backend)?.tells;
+    if (source === "gateway" && tells && !tells.has(type)) return false;
     const ownKey = `${source}|${move}`;
     const own = this.#unmatched.get(ownKey);
     if (own) {

@@ -2,6 +2,11 @@ import type { JobEventType, JobEvents } from "./events.js";
 
 /** The events after which a queue may hold a job a parked reserver could take. */
 const MAKES_JOBS_CLAIMABLE: ReadonlySet<JobEventType> = new Set(["enqueued", "retrying", "resumed"]);
+/**
+ * How long the events are still listened to after the last reserver left: a worker that parks again
+ * and again keeps one subscription, so the stores' feeds do not start and stop reading each time.
+ */
+const LISTEN_AFTER_LAST_MS = 10_000;
 
 /**
  * Reservers parked on a queue, and what wakes them: an event that a job may be claimable there,
@@ -13,12 +18,15 @@ const MAKES_JOBS_CLAIMABLE: ReadonlySet<JobEventType> = new Set(["enqueued", "re
 export class Wakeups {
   readonly #parked = new Map<string, Set<() => void>>();
   #events: JobEvents | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #stopListening: NodeJS.Timeout | undefined;
 
   constructor(readonly pollMs: number) {}
 
   /** Resolves on the next wake of `queue`, after `ms`, or when `signal` aborts, whichever is first. */
   sleep(queue: string, ms: number, signal?: AbortSignal): Promise<void> {
     this.#events?.watchQueue(queue);
+    this.#listen();
     return new Promise((resolve) => {
       const parked = this.#parked.get(queue) ?? new Set();
       this.#parked.set(queue, parked);
@@ -27,6 +35,7 @@ export class Wakeups {
         signal?.removeEventListener("abort", done);
         parked.delete(done);
         if (parked.size === 0 && this.#parked.get(queue) === parked) this.#parked.delete(queue);
+        this.#stopListeningSoon();
         resolve();
       };
       const timer = setTimeout(done, ms);
@@ -35,12 +44,36 @@ export class Wakeups {
     });
   }
 
-  /** Wakes the reservers of a queue whenever `events` says a job may have become claimable there. */
+  /**
+   * Wakes the reservers of a queue whenever `events` says a job may have become claimable there. It
+   * listens only while a reserver is parked (and a while after), so while none is, the stores' feeds
+   * need not read the jobs enqueued.
+   */
   follow(events: JobEvents): void {
     this.#events = events;
-    events.subscribe((event) => {
-      if (MAKES_JOBS_CLAIMABLE.has(event.type)) this.wake(event.queue);
-    });
+  }
+
+  #listen(): void {
+    clearTimeout(this.#stopListening);
+    this.#stopListening = undefined;
+    if (this.#unsubscribe || !this.#events) return;
+    this.#unsubscribe = this.#events.subscribe(
+      (event) => {
+        if (MAKES_JOBS_CLAIMABLE.has(event.type)) this.wake(event.queue);
+      },
+      [...MAKES_JOBS_CLAIMABLE],
+    );
+  }
+
+  #stopListeningSoon(): void {
+    if (this.#parked.size > 0 || this.#stopListening || !this.#unsubscribe) return;
+    this.#stopListening = setTimeout(() => {
+      this.#stopListening = undefined;
+      if (this.#parked.size > 0) return;
+      this.#unsubscribe?.();
+      this.#unsubscribe = undefined;
+    }, LISTEN_AFTER_LAST_MS);
+    this.#stopListening.unref();
   }
 
   wake(queue: string): void {

@@ -63,6 +63,14 @@ export interface EventWatch {
    * looking (glide-mq), so a queue someone waits on is not left until the next look.
    */
   include?(queue: string): void;
+  /**
+   * Tells only moves of these types from the next look on (null: every move), for a feed that can
+   * leave the others unread at the store (a feed without it tells every move; subscribers skip what
+   * they do not need). Answers the types it will tell, which may be more than asked (a poll that
+   * sees states cannot tell an enqueued job from a delayed one without reading it). Moves dated
+   * before a widening are not told: a subscriber that asks for more is told what happens from then.
+   */
+  tellOnly?(types: ReadonlySet<JobEventType> | null): ReadonlySet<JobEventType> | null;
 }
 
 export interface WatchOptions {

@@ -1,5 +1,13 @@
-import { type EventWatch, type JobEventFeed, type StoreEvent, eventTypeOfState, pause, watchInRounds } from "@switchyard/core";
-import type { JobRow } from "./columns.js";
+import {
+  type EventWatch,
+  type JobEventFeed,
+  type JobEventType,
+  type StoreEvent,
+  eventTypeOfState,
+  pause,
+  watchInRounds,
+} from "@switchyard/core";
+import { ACTIVE_STATUSES, type JobRow, STATUS } from "./columns.js";
 import type { Store } from "./options.js";
 import { dateMs, jobIdOf, sqlDate, stateOf } from "./row.js";
 
@@ -49,12 +57,42 @@ function isAfter(a: JobRow, b: JobRow): boolean {
   return at > bt || (at === bt && Number(a.id) > Number(b.id));
 }
 
+/**
+ * The statuses a row is in after each move this feed tells (it sees states, so these are all it tells),
+ * so a look for some moves leaves the other rows unread. An rjqueue row still `pending` is taken once
+ * locked; `completed` is the stale README's word, which a hand-written row might hold.
+ */
+const STATUSES_AFTER: ReadonlyMap<JobEventType, readonly string[]> = new Map([
+  ["enqueued", [STATUS.pending]],
+  ["delayed", [STATUS.pending]],
+  ["retrying", [STATUS.pending]],
+  ["active", [...ACTIVE_STATUSES, STATUS.pending]],
+  ["completed", [STATUS.complete, "completed"]],
+  ["failed", [STATUS.error]],
+  ["canceled", [STATUS.error]],
+]);
+
+/** The statuses to read for `types` (null: every row). */
+function statusesFor(types: ReadonlySet<JobEventType> | null): string[] | null {
+  return types === null ? null : [...new Set([...types].flatMap((type) => STATUSES_AFTER.get(type) ?? []))];
+}
+
+/** The moves a look at rows of `statuses` tells (null: every move, when it reads every row). */
+function typesTold(statuses: string[] | null): Set<JobEventType> | null {
+  if (statuses === null) return null;
+  return new Set([...STATUSES_AFTER].filter(([, after]) => after.every((status) => statuses.includes(status))).map(([type]) => type));
+}
+
 const COLUMNS = ["id", "status", "attempts", "locked_queue_id", "sy_queue", "sy_job_id", "sy_run_at", "sy_canceled_ms", "updated_at"];
 
-/** Rows changed at `since` or later (after the row `after`, as read), oldest change first. */
-function changedSince(store: Store, since: number, limit: number, after?: JobRow): Promise<JobRow[]> {
+/**
+ * Rows changed at `since` or later (after the row `after`, as read), oldest change first; only those
+ * in `statuses` when given.
+ */
+function changedSince(store: Store, since: number, limit: number, after?: JobRow, statuses?: string[] | null): Promise<JobRow[]> {
   const columns = store.layout.rjqueueLocked ? [...COLUMNS, "locked"] : COLUMNS;
   const query = store.knex(store.table).select(columns);
+  if (statuses) query.whereIn("status", statuses);
   if (after)
     query.where((q) =>
       q
@@ -108,8 +146,10 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
     },
 
     watchEvents(onEvent, options = {}) {
-      const start = options.after ? 0 : Date.now();
+      let start = options.after ? 0 : Date.now();
       let since = options.after ? parsePosition(options.after).time : start;
+      /** The statuses of the rows read (null: every row), as `tellOnly` asked. */
+      let statuses: string[] | null = null;
       /** What each row in the overlap was last told as, so a row read again is not told again. */
       const told = new Map<string, { key: string; time: number }>();
       let changed: (() => void) | undefined;
@@ -122,6 +162,7 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
       let overlapReadAt = 0;
 
       const look = async () => {
+        if (statuses?.length === 0) return;
         const now = Date.now();
         const from = since - OVERLAP_MS;
         // Under a stream of writes a look per NOTIFY reading the whole overlap again would read each
@@ -130,7 +171,7 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
         const rereadOverlap = newest === undefined || now - overlapReadAt >= OVERLAP_MS / 2;
         if (rereadOverlap) overlapReadAt = now;
         for (let last = rereadOverlap ? undefined : newest; ; ) {
-          const rows = await changedSince(store, from, PAGE, last);
+          const rows = await changedSince(store, from, PAGE, last, statuses);
           for (const row of rows) {
             const event = eventOf(row, store, now);
             const key = `${event.type}:${String(row.updated_at)}:${row.attempts ?? 0}`;
@@ -182,6 +223,19 @@ export function sqlEventFeed(store: Store, ready: () => Promise<void>): Required
         close: async () => {
           await watch.close();
           await stopListening?.();
+        },
+        tellOnly(types) {
+          const wanted = statusesFor(types);
+          const widened = statuses !== null && (wanted === null || wanted.some((status) => !statuses?.includes(status)));
+          statuses = wanted;
+          // What the rows left unread held is not news now: the look goes on from the present, and
+          // reads the overlap before it only to know which of its rows were told.
+          if (widened) {
+            start = Date.now();
+            since = start;
+            newest = undefined;
+          }
+          return typesTold(statuses);
         },
       };
     },

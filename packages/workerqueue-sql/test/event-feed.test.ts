@@ -100,3 +100,63 @@ describe("workerqueue-sql (postgres): store event feed under a stream of writes"
     }
   });
 });
+
+/**
+ * A feed asked for some moves only (`tellOnly`) leaves the other rows unread at the store: under a
+ * stream of enqueues that no subscriber needs, it reads no row of them. Asked for every move again,
+ * it tells what happens from then on, not what it left unread. Rows read are counted at the
+ * backend's own knex.
+ */
+for (const dialect of DIALECTS) {
+  describe(`workerqueue-sql (${dialect}): a store event feed told to tell only some moves`, () => {
+    const { url, table, open, queue: nextQueue } = useDialectTable(dialect, "wq_feedonly");
+    const counted = rawKnex(url);
+    let feedRows = 0;
+    counted.on("query-response", (response: unknown, query: { sql: string }) => {
+      if (/order by [`"]?updated_at/.test(query.sql) && Array.isArray(response)) feedRows += response.length;
+    });
+    afterAll(() => counted.destroy());
+
+    it("reads no row of the enqueues nobody needs, tells the completion asked for, and after widening only what follows", async () => {
+      await open(); // creates the table (and on PostgreSQL its trigger)
+      const wq = createWorkerQueueBackend({ knex: counted, table, releaseDelayedEveryMs: 0 });
+      await wq.ready();
+      const q = nextQueue("only");
+      const events: StoreEvent[] = [];
+      const watch = (wq as unknown as JobEventFeed).watchEvents((event) => events.push(event), {});
+      const toldFor = (jobId: string, type: string) => events.filter((event) => event.jobId === jobId && event.type === type);
+      const until = async (done: () => boolean, what: string) => {
+        const deadline = Date.now() + 5_000;
+        while (!done()) {
+          if (Date.now() > deadline) throw new Error(`${what}: ${JSON.stringify(events)}`);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      };
+      try {
+        expect([...(watch.tellOnly?.(new Set(["completed", "failed"])) ?? [])].sort()).toEqual(["canceled", "completed", "failed"]);
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        const readBefore = feedRows;
+        const enqueued: string[] = [];
+        for (let i = 0; i < 20; i++) enqueued.push((await wq.enqueue(q, { name: `unread ${i}` })).job.id);
+        const [held] = await wq.reserve(q, { worker: "w" });
+        await wq.complete(q, held?.id as string, { worker: "w" });
+        await until(() => toldFor(held?.id as string, "completed").length > 0, "the completion told");
+        expect(events.filter((event) => event.type !== "completed")).toEqual([]);
+        // The completed row, read again with the overlap at most a few times; none of the 20 pending rows.
+        expect(feedRows - readBefore).toBeLessThanOrEqual(3);
+
+        // Every move again: the 19 enqueues left unread are not news; a later one is.
+        await new Promise((resolve) => setTimeout(resolve, 1_100));
+        expect(watch.tellOnly?.(null)).toBeNull();
+        const { job: later } = await wq.enqueue(q, { name: "later" });
+        await until(() => toldFor(later.id, "enqueued").length > 0, "the later enqueue told");
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        expect(enqueued.filter((id) => toldFor(id, "enqueued").length > 0)).toEqual([]);
+        expect(toldFor(later.id, "enqueued")).toHaveLength(1);
+      } finally {
+        await watch.close();
+        await wq.close();
+      }
+    });
+  });
+}

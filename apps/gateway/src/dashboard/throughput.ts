@@ -21,7 +21,7 @@ export class Throughput {
   readonly #stop: () => void;
 
   constructor(events: JobEvents) {
-    this.#stop = events.subscribe((event) => this.record(event));
+    this.#stop = events.subscribe((event) => this.record(event), ["completed", "failed"]);
   }
 
   record(event: Pick<JobEvent, "type" | "queue" | "time">): void {

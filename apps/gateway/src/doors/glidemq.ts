@@ -175,9 +175,12 @@ function createGlidemqDoor({ router, backends, wakeups, events }: DoorContext): 
         return now && (now.state === "completed" || now.state === "failed" || now.state === "canceled") ? now : undefined;
       };
       // Looked at every longPollIntervalMs, and at once when this gateway sees the job finish.
-      const unsubscribe = events.subscribe((event) => {
-        if (event.queue === queue && event.jobId === job.id && FINISHING.has(event.type)) wakeups.wake(queue);
-      });
+      const unsubscribe = events.subscribe(
+        (event) => {
+          if (event.queue === queue && event.jobId === job.id && FINISHING.has(event.type)) wakeups.wake(queue);
+        },
+        [...FINISHING],
+      );
       const done = await wakeups.reserveWaiting(queue, finished, timeout, c.req.raw.signal).finally(unsubscribe);
       if (!done) throw new HTTPException(504, { message: `Job ${job.id} did not finish within ${timeout}ms` });
       // glide-mq's addAndWait rejects with the failure, which its proxy answers as a 500.
