@@ -71,8 +71,9 @@ export function queueCondition(store: Store, queue: string): Condition {
 }
 
 /** whereLeaseExpired() as SQL text. */
-export function expiredCondition(now: number): Condition {
-  return { sql: "status in (?, ?) and sy_lease_until is not null and sy_lease_until < ?", bindings: [...ACTIVE_STATUSES, now] };
+export function expiredCondition(now: number, statuses: readonly string[] = ACTIVE_STATUSES): Condition {
+  const status = statuses.length === 1 ? "status = ?" : `status in (${statuses.map(() => "?").join(", ")})`;
+  return { sql: `${status} and sy_lease_until is not null and sy_lease_until < ?`, bindings: [...statuses, now] };
 }
 
 /** whereDue() as SQL text. */

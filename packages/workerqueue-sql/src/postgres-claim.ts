@@ -135,8 +135,15 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
     return `${queueSql.sql} and ${condition.sql}
       and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)${notDone}`;
   };
-  ctes.push(`expired as materialized (select id, sy_priority from ${table}
-    where ${where(expiredCondition(now))} ${ORDER} limit ${wanted} for update skip locked)`);
+  // One read per held status, each in the claim index's own order: given `status in (...)`, PostgreSQL
+  // may read a queue its statistics do not know yet (a new one, in a table too large to be analyzed
+  // again soon) by another index, every row of it, at every claim.
+  const heldReads = ACTIVE_STATUSES.map((status) => {
+    ctes.push(`expired_${status} as materialized (select id, sy_priority from ${table}
+    where ${where(expiredCondition(now, [status]))} ${ORDER} limit ${wanted} for update skip locked)`);
+    return `select * from expired_${status}`;
+  });
+  ctes.push(`expired as (${heldReads.join(" union all ")})`);
   ctes.push(`due as materialized (select id, sy_priority from ${table}
     where ${where(dueCondition(store, now))} ${ORDER}
     limit greatest(0, ${wanted} - (select count(*) from expired)) for update skip locked)`);

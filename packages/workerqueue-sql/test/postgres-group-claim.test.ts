@@ -206,4 +206,38 @@ describe("workerqueue-sql (postgres): group claims", () => {
     expect(reserved).toEqual([]);
     expect(await db(table).where({ sy_queue: q, status: "pending" }).count({ n: "*" })).toEqual([{ n: "2" }]);
   });
+
+  it("reads the held jobs of a queue PostgreSQL has no statistics for in the claim index, not by every row of the queue", async () => {
+    const wq = await openCounted();
+    const [known, fresh] = [queue(), queue()];
+    await wq.enqueueBulk(
+      known,
+      Array.from({ length: 2_000 }, (_, i) => ({ name: `known-${i}` })),
+    );
+    await db.raw("analyze ??", [table]);
+    // A queue the statistics do not know: PostgreSQL estimates it at one row.
+    await wq.enqueueBulk(
+      fresh,
+      Array.from({ length: 2_000 }, (_, i) => ({ name: `fresh-${i}` })),
+    );
+    let claim: { sql: string; bindings: unknown[] } | undefined;
+    const capture = (query: { sql: string; bindings: unknown[] }) => {
+      if (query.sql.includes("claimed as")) claim ??= query;
+    };
+    counted.on("query", capture);
+    try {
+      await wq.reserve(fresh, { worker: "w" });
+    } finally {
+      counted.off("query", capture);
+    }
+    // The statement as sent ($1, $2...), explained on a connection of the test's own.
+    type Connection = { query(text: string, values: unknown[]): Promise<{ rows: Array<{ "QUERY PLAN": string }> }> };
+    const connection = (await db.client.acquireConnection()) as Connection;
+    const plan = await connection
+      .query(`explain ${claim?.sql}`, claim?.bindings ?? [])
+      .then((result) => result.rows.map((line) => line["QUERY PLAN"]).join("\n"))
+      .finally(() => db.client.releaseConnection(connection));
+    expect(plan).toContain(`${table}_sy_claim_idx`);
+    expect(plan).not.toContain(`${table}_sy_job_id_uq`);
+  });
 });
