@@ -98,6 +98,13 @@ export function takeGroup(waiting: readonly ClaimItem[]): number {
  * binding, never in the text (the pg client would rewrite a `?` of a queue or worker name into a
  * parameter).
  */
+/**
+ * ORDER (claim order) spelled as the claim index orders its rows: within one read sy_queue and status
+ * are fixed, so it is the same order, and PostgreSQL sees that the index gives it even where the queue
+ * is `sy_queue is null` (which, unlike `=`, does not tell it the column is constant).
+ */
+const INDEX_ORDER = "order by sy_queue, status, sy_priority desc, id asc";
+
 async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Promise<ClaimOutcome[]> {
   const table = quoted(store, store.table);
   const ctes: string[] = [];
@@ -129,24 +136,39 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
   const now = Math.min(...items.map((item) => item.request.now));
   const wanted = "(select coalesce(sum(cnt), 0) from live)";
   const notDone = completing ? " and id not in (select id from done)" : "";
-  const where = (condition: Condition) => {
-    const queueSql = queueCondition(store, queue);
-    bindings.push(...queueSql.bindings, ...condition.bindings, queue);
-    return `${queueSql.sql} and ${condition.sql}
-      and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)${notDone}`;
+  // Each list is read as one or more locked reads, each one the claim index answers in its own order
+  // (sy_queue, status, priority, id), so that no read sorts or filters a whole queue: one per held
+  // status, since given `status in (...)` PostgreSQL may read a queue its statistics do not know yet
+  // (a new one, in a table too large to be analyzed again soon) by another index, every row of it; and
+  // on the default queue one for its name and one for the legacy rows without one, since an OR of the
+  // two is read by bitmap and sorted whole.
+  const spellings =
+    queue === store.defaultQueue
+      ? [
+          { sql: "sy_queue = ?", bindings: [queue] },
+          { sql: "sy_queue is null", bindings: [] },
+        ]
+      : [{ sql: "sy_queue = ?", bindings: [queue] }];
+  const lockedReads = (name: string, conditions: Condition[], limit: string) => {
+    const reads = conditions.flatMap((condition) =>
+      spellings.map((spelling) => {
+        const read = `${name}_${ctes.length}`;
+        bindings.push(...spelling.bindings, ...condition.bindings, queue);
+        ctes.push(`${read} as materialized (select id, sy_priority from ${table}
+    where ${spelling.sql} and ${condition.sql}
+      and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)${notDone}
+    ${INDEX_ORDER} limit ${limit} for update skip locked)`);
+        return `select * from ${read}`;
+      }),
+    );
+    ctes.push(`${name} as (${reads.join(" union all ")})`);
   };
-  // One read per held status, each in the claim index's own order: given `status in (...)`, PostgreSQL
-  // may read a queue its statistics do not know yet (a new one, in a table too large to be analyzed
-  // again soon) by another index, every row of it, at every claim.
-  const heldReads = ACTIVE_STATUSES.map((status) => {
-    ctes.push(`expired_${status} as materialized (select id, sy_priority from ${table}
-    where ${where(expiredCondition(now, [status]))} ${ORDER} limit ${wanted} for update skip locked)`);
-    return `select * from expired_${status}`;
-  });
-  ctes.push(`expired as (${heldReads.join(" union all ")})`);
-  ctes.push(`due as materialized (select id, sy_priority from ${table}
-    where ${where(dueCondition(store, now))} ${ORDER}
-    limit greatest(0, ${wanted} - (select count(*) from expired)) for update skip locked)`);
+  lockedReads(
+    "expired",
+    ACTIVE_STATUSES.map((status) => expiredCondition(now, [status])),
+    wanted,
+  );
+  lockedReads("due", [dueCondition(store, now)], `greatest(0, ${wanted} - (select count(*) from expired))`);
   ctes.push(`picked as (select id, tier, row_number() over (order by tier, sy_priority desc, id) as n
     from (select id, sy_priority, 0 as tier from expired union all select id, sy_priority, 1 as tier from due) as candidates)`);
   ctes.push(

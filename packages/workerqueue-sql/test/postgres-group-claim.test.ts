@@ -207,37 +207,52 @@ describe("workerqueue-sql (postgres): group claims", () => {
     expect(await db(table).where({ sy_queue: q, status: "pending" }).count({ n: "*" })).toEqual([{ n: "2" }]);
   });
 
-  it("reads the held jobs of a queue PostgreSQL has no statistics for in the claim index, not by every row of the queue", async () => {
-    const wq = await openCounted();
-    const [known, fresh] = [queue(), queue()];
-    await wq.enqueueBulk(
-      known,
-      Array.from({ length: 2_000 }, (_, i) => ({ name: `known-${i}` })),
-    );
-    await db.raw("analyze ??", [table]);
-    // A queue the statistics do not know: PostgreSQL estimates it at one row.
-    await wq.enqueueBulk(
-      fresh,
-      Array.from({ length: 2_000 }, (_, i) => ({ name: `fresh-${i}` })),
-    );
+  /** The plan PostgreSQL makes for the claim statement a reserve of `q` sends (as sent: $1, $2...). */
+  const claimPlan = async (wq: Backend, q: string, count = 1) => {
     let claim: { sql: string; bindings: unknown[] } | undefined;
     const capture = (query: { sql: string; bindings: unknown[] }) => {
       if (query.sql.includes("claimed as")) claim ??= query;
     };
     counted.on("query", capture);
+    let reserved: Awaited<ReturnType<Backend["reserve"]>>;
     try {
-      await wq.reserve(fresh, { worker: "w" });
+      reserved = await wq.reserve(q, { worker: "w", count });
     } finally {
       counted.off("query", capture);
     }
-    // The statement as sent ($1, $2...), explained on a connection of the test's own.
     type Connection = { query(text: string, values: unknown[]): Promise<{ rows: Array<{ "QUERY PLAN": string }> }> };
     const connection = (await db.client.acquireConnection()) as Connection;
     const plan = await connection
       .query(`explain ${claim?.sql}`, claim?.bindings ?? [])
       .then((result) => result.rows.map((line) => line["QUERY PLAN"]).join("\n"))
       .finally(() => db.client.releaseConnection(connection));
+    return { plan, reserved };
+  };
+  const jobs = (prefix: string) => Array.from({ length: 2_000 }, (_, i) => ({ name: `${prefix}-${i}` }));
+
+  it("reads the held jobs of a queue PostgreSQL has no statistics for in the claim index, not by every row of the queue", async () => {
+    const wq = await openCounted();
+    const [known, fresh] = [queue(), queue()];
+    await wq.enqueueBulk(known, jobs("known"));
+    await db.raw("analyze ??", [table]);
+    // A queue the statistics do not know: PostgreSQL estimates it at one row.
+    await wq.enqueueBulk(fresh, jobs("fresh"));
+    const { plan } = await claimPlan(wq, fresh);
     expect(plan).toContain(`${table}_sy_claim_idx`);
     expect(plan).not.toContain(`${table}_sy_job_id_uq`);
+  });
+
+  it("reads the default queue's named and legacy rows each in the claim index, in claim order across both, sorting neither", async () => {
+    const wq = await openCounted();
+    const legacy = await db(table)
+      .insert(Array.from({ length: 2_000 }, (_, i) => ({ name: `legacy-${i}`, status: "pending", locked_queue_id: "", attempts: 0 })))
+      .returning("id");
+    await wq.enqueueBulk("default", jobs("named"));
+    await db.raw("analyze ??", [table]);
+    const { plan, reserved } = await claimPlan(wq, "default", 3);
+    expect(plan).toContain(`${table}_sy_claim_idx`);
+    expect(plan).not.toMatch(new RegExp(`(Bitmap Heap|Seq) Scan on ${table}`));
+    // Claim order (priority, then id) across both: the oldest legacy rows first.
+    expect(reserved.map((job) => Number(job.id))).toEqual(legacy.slice(0, 3).map((row: { id: number }) => row.id));
   });
 });
