@@ -70,6 +70,23 @@ export function queueCondition(store: Store, queue: string): Condition {
   return { sql: queue === store.defaultQueue ? "(sy_queue = ? or sy_queue is null)" : "sy_queue = ?", bindings: [queue] };
 }
 
+/**
+ * queueCondition() as one condition per read that an index answers in claim order: the default
+ * queue's named rows and its legacy rows without a name are two reads, since an OR of the two is read
+ * whole and sorted (SQLite and PostgreSQL alike) at every claim.
+ */
+export function queueSpellings(store: Store, queue: string): Condition[] {
+  const named = { sql: "sy_queue = ?", bindings: [queue] };
+  return queue === store.defaultQueue ? [named, { sql: "sy_queue is null", bindings: [] }] : [named];
+}
+
+/**
+ * ORDER (claim order) spelled as the claim index orders its rows: within one read of a queue spelling
+ * and a status the two are fixed, so it is the same order, and the planner sees that the index gives
+ * it even where the queue is `sy_queue is null` (which, unlike `=`, does not tell it the column is constant).
+ */
+export const INDEX_ORDER = "order by sy_queue, status, sy_priority desc, id asc";
+
 /** whereLeaseExpired() as SQL text. */
 export function expiredCondition(now: number, statuses: readonly string[] = ACTIVE_STATUSES): Condition {
   const status = statuses.length === 1 ? "status = ?" : `status in (${statuses.map(() => "?").join(", ")})`;
@@ -240,32 +257,26 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
  */
 async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
   const table = quoted(store, store.table);
-  const queue = queueCondition(store, request.queue);
-  const expired = expiredCondition(request.now);
-  const due = dueCondition(store, request.now);
   const set = claimSet(store, request, lock);
+  const lists: Array<[number, Condition]> = [
+    [0, expiredCondition(request.now)],
+    [1, dueCondition(store, request.now)],
+  ];
+  const reads = lists.flatMap(([tier, condition]) =>
+    queueSpellings(store, request.queue).map((spelling) => ({
+      sql: `select id, tier, priority from (
+           select id, ${tier} as tier, sy_priority as priority from ${table}
+           where ${spelling.sql} and ${condition.sql} ${INDEX_ORDER} limit ?)`,
+      bindings: [...spelling.bindings, ...condition.bindings, request.count],
+    })),
+  );
   const rows = await store.knex.raw(
     `update ${table} set ${set.sql} where id in (
-       select id from (
-         select id, tier, priority from (
-           select id, 0 as tier, sy_priority as priority from ${table} where ${queue.sql} and ${expired.sql} ${ORDER} limit ?)
-         union all
-         select id, tier, priority from (
-           select id, 1 as tier, sy_priority as priority from ${table} where ${queue.sql} and ${due.sql} ${ORDER} limit ?)
+       select id from (${reads.map((read) => read.sql).join(" union all ")}
          order by tier, priority desc, id asc limit ?))
      and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
      returning *`,
-    [
-      ...set.bindings,
-      ...queue.bindings,
-      ...expired.bindings,
-      request.count,
-      ...queue.bindings,
-      ...due.bindings,
-      request.count,
-      request.count,
-      request.queue,
-    ],
+    [...set.bindings, ...reads.flatMap((read) => read.bindings), request.count, request.queue],
   );
   return byClaimOrder(rows as JobRow[]);
 }

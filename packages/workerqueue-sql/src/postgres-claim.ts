@@ -4,12 +4,14 @@ import { quoted } from "./bulk-insert.js";
 import {
   type ClaimRequest,
   type Condition,
+  INDEX_ORDER,
   ORDER,
   byClaimOrder,
   dueCondition,
   expiredCondition,
   newLock,
   queueCondition,
+  queueSpellings,
 } from "./claim.js";
 import { ACTIVE_STATUSES, DELAYED_LOCKS, type JobRow, STATUS, UNLOCKED } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
@@ -98,13 +100,6 @@ export function takeGroup(waiting: readonly ClaimItem[]): number {
  * binding, never in the text (the pg client would rewrite a `?` of a queue or worker name into a
  * parameter).
  */
-/**
- * ORDER (claim order) spelled as the claim index orders its rows: within one read sy_queue and status
- * are fixed, so it is the same order, and PostgreSQL sees that the index gives it even where the queue
- * is `sy_queue is null` (which, unlike `=`, does not tell it the column is constant).
- */
-const INDEX_ORDER = "order by sy_queue, status, sy_priority desc, id asc";
-
 async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Promise<ClaimOutcome[]> {
   const table = quoted(store, store.table);
   const ctes: string[] = [];
@@ -136,19 +131,11 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
   const now = Math.min(...items.map((item) => item.request.now));
   const wanted = "(select coalesce(sum(cnt), 0) from live)";
   const notDone = completing ? " and id not in (select id from done)" : "";
-  // Each list is read as one or more locked reads, each one the claim index answers in its own order
-  // (sy_queue, status, priority, id), so that no read sorts or filters a whole queue: one per held
-  // status, since given `status in (...)` PostgreSQL may read a queue its statistics do not know yet
-  // (a new one, in a table too large to be analyzed again soon) by another index, every row of it; and
-  // on the default queue one for its name and one for the legacy rows without one, since an OR of the
-  // two is read by bitmap and sorted whole.
-  const spellings =
-    queue === store.defaultQueue
-      ? [
-          { sql: "sy_queue = ?", bindings: [queue] },
-          { sql: "sy_queue is null", bindings: [] },
-        ]
-      : [{ sql: "sy_queue = ?", bindings: [queue] }];
+  // Each list is read as locked reads that the claim index answers in its own order, so that no read
+  // sorts or filters a whole queue: one per queue spelling (queueSpellings) and, for expired leases,
+  // per held status, since given `status in (...)` PostgreSQL may read a queue its statistics do not
+  // know yet (a new one, in a table too large to be analyzed again soon) by another index, every row.
+  const spellings = queueSpellings(store, queue);
   const lockedReads = (name: string, conditions: Condition[], limit: string) => {
     const reads = conditions.flatMap((condition) =>
       spellings.map((spelling) => {
