@@ -81,9 +81,10 @@ export function queueSpellings(store: Store, queue: string): Condition[] {
 }
 
 /**
- * ORDER (claim order) spelled as the claim index orders its rows: within one read of a queue spelling
- * and a status the two are fixed, so it is the same order, and the planner sees that the index gives
- * it even where the queue is `sy_queue is null` (which, unlike `=`, does not tell it the column is constant).
+ * ORDER (claim order) spelled as the claim index orders its rows, for a read of one queue spelling and
+ * one status (with two statuses it is not claim order): those two fixed, it is the same order, and the
+ * planner sees that the index gives it even where the queue is `sy_queue is null` (which, unlike `=`,
+ * does not tell it the column is constant).
  */
 export const INDEX_ORDER = "order by sy_queue, status, sy_priority desc, id asc";
 
@@ -258,8 +259,9 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
 async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
   const table = quoted(store, store.table);
   const set = claimSet(store, request, lock);
+  // Each read in INDEX_ORDER has one queue spelling and one status, so expired leases are read per status.
   const lists: Array<[number, Condition]> = [
-    [0, expiredCondition(request.now)],
+    ...ACTIVE_STATUSES.map((status): [number, Condition] => [0, expiredCondition(request.now, [status])]),
     [1, dueCondition(store, request.now)],
   ];
   const reads = lists.flatMap(([tier, condition]) =>

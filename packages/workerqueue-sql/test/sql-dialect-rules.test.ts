@@ -34,6 +34,24 @@ for (const dialect of DIALECTS) {
       expect(new Set(got.flat().map((job) => job.id)).size).toBe(10);
     });
 
+    it("expired leases are taken in claim order (priority, then id) across the held statuses", async () => {
+      const wq = await open();
+      const q = queue();
+      const held = (name: string, status: string, priority: number) => ({
+        name,
+        status,
+        locked_queue_id: `sy:${name}`,
+        attempts: 1,
+        sy_queue: q,
+        sy_priority: priority,
+        sy_worker: "gone",
+        sy_lease_until: 1,
+      });
+      await db(table).insert([held("loading", "loading", 1), held("mid", "processing", 3), held("high", "processing", 5)]);
+      const reserved = await wq.reserve(q, { worker: "w", count: 2 });
+      expect(await Promise.all(reserved.map(async (job) => (await row(job.id)).name))).toEqual(["high", "mid"]);
+    });
+
     it("the default queue (legacy rows without sy_queue too) is reserved concurrently without empty answers", async () => {
       const q = queue();
       const producer = await open({ defaultQueue: q });
