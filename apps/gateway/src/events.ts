@@ -187,7 +187,11 @@ export class JobEvents {
   #askFeed(followed: Followed): void {
     if (!followed.watch.tellOnly) return;
     const wasWhole = this.#isWhole();
+    const widened = followed.tells !== null && (this.#needed === null || [...this.#needed].some((type) => !followed.tells?.has(type)));
     followed.tells = followed.watch.tellOnly(this.#needed);
+    // A widened feed tells what happens from now on: its history is taken up from now too, so that a
+    // stream's ids do not point back into the moves it left unread.
+    if (widened) followed.position = followed.feed.positionAt?.(Date.now()) ?? followed.position;
     // The history in memory holds every move again only from the next event on.
     if (!this.#isWhole()) this.#wholeFrom = Number.POSITIVE_INFINITY;
     else if (!wasWhole) this.#wholeFrom = this.#next;

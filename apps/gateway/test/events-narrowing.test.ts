@@ -72,7 +72,11 @@ describe("the store feed reads only the moves the subscribers need", () => {
       await until(() => finished.some((event) => event.jobId === held?.id && event.type === "completed"), "their completion");
       await new Promise((resolve) => setTimeout(resolve, 1_100));
 
+      const widenedAt = Date.now();
       stopHearing = events.subscribe((event) => everyMove.push(event));
+      // The store's history is taken up from then, not from the last move the narrowed feed told.
+      const [positionTime] = (events.positions().get("main") ?? "").split(":").map(Number);
+      expect(positionTime).toBeGreaterThanOrEqual(widenedAt - 1_000);
       const { job: mine } = await ours.enqueue(queue, { name: "mine" });
       const { job: other } = await theirs.enqueue(queue, { name: "other" });
       await until(() => everyMove.some((event) => event.jobId === other.id), "their enqueue after subscribing");
