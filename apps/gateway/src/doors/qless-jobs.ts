@@ -265,17 +265,16 @@ export async function prepareAdvance(backend: Backend, queue: string, jid: strin
   const job = await existing(backend.get(queue, jid), "Complete", jid);
   const input = putInput(["", advance.next, jid, job.name, JSON.stringify(advance.data), advance.delay], job);
   if (dependsOn.length > 0) input.dependsOn = dependsOn;
-  const inTarget = advance.next === queue ? null : await backend.get(advance.next, jid);
-  if (advance.next === queue) editable(backend, queue, "complete with next into the same queue");
-  else moveable(backend, { ...job, state: "completed" }, advance.next, inTarget, input);
+  const { next } = advance;
+  // Into its own queue: put again there. Into another: moved as a put moves it, once completed.
+  const editing = next === queue ? editable(backend, queue, "complete with next into the same queue") : null;
+  const inTarget = editing ? null : await backend.get(next, jid);
+  if (!editing) moveable(backend, { ...job, state: "completed" }, next, inTarget, input);
   return {
-    input,
+    next,
     /** The state qless answers: where the job waits in the next queue. */
     state: dependsOn.length > 0 ? "depends" : advance.delay > 0 ? "scheduled" : "waiting",
-    finish: (completed: Job) =>
-      advance.next === queue
-        ? editable(backend, queue, "complete with next into the same queue").replace(queue, jid, input)
-        : moveJob(backend, completed, advance.next, input, inTarget),
+    finish: (completed: Job) => (editing ? editing.replace(queue, jid, input) : moveJob(backend, completed, next, input, inTarget)),
   };
 }
 

@@ -83,12 +83,12 @@ const JOB_COMMANDS: Record<string, Handler> = {
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
     const job = await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
     settings.channels.tellTracked(backend, queue, jid, "completed");
-    if (advance && moveOn) {
-      settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, advance.next), queue);
+    if (moveOn) {
+      settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, moveOn.next), queue);
       await moveOn.finish(job);
-      if (advance.next !== queue) {
-        settings.tracked.moved(backend, queue, advance.next, jid);
-        notes.moved?.(jid, advance.next);
+      if (moveOn.next !== queue) {
+        settings.tracked.moved(backend, queue, moveOn.next, jid);
+        notes.moved?.(jid, moveOn.next);
       }
       return moveOn.state;
     }
