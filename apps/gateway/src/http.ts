@@ -1,4 +1,4 @@
-import { IncomingMessage } from "node:http";
+import { IncomingMessage, ServerResponse } from "node:http";
 import { ValidationError } from "@switchyard/core";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -15,6 +15,22 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 function incomingOf(c: Context<GatewayEnv>): IncomingMessage | null {
   const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
   return incoming instanceof IncomingMessage ? incoming : null;
+}
+
+/**
+ * Aborts when the client goes away before its answer is written, as `c.req.raw.signal` does; made
+ * from Node's own response where there is one, since asking @hono/node-server for the web Request's
+ * signal builds that whole Request (about 70 µs, a quarter of the gateway's work per job over HTTP
+ * reserve + complete on glide-mq).
+ */
+export function clientGone(c: Context<GatewayEnv>): AbortSignal {
+  const outgoing = (c.env as { outgoing?: unknown } | undefined)?.outgoing;
+  if (!(outgoing instanceof ServerResponse)) return c.req.raw.signal;
+  const controller = new AbortController();
+  outgoing.once("close", () => {
+    if (!outgoing.writableFinished) controller.abort(new Error("Client connection prematurely closed."));
+  });
+  return controller.signal;
 }
 
 const tooLarge = () => {

@@ -59,6 +59,33 @@ describe("HTTP server", () => {
     await expect(fetch(`${server.url}/health`)).rejects.toThrow();
     await expect(server.gateway.backends.get("main")!.backend.counts("slow")).rejects.toThrow();
   });
+
+  it("a parked reserve whose client goes away stops waiting, and a job enqueued after is left for others", async () => {
+    const server = await startServer({ config: sqlite("gone.sqlite"), port: 0, host: "127.0.0.1", env: {} });
+    try {
+      const aborted = new AbortController();
+      const parked = fetch(`${server.url}/v1/queues/gone/reserve`, {
+        method: "POST",
+        body: JSON.stringify({ worker: "gone", wait: 20_000 }),
+        headers: { "content-type": "application/json" },
+        signal: aborted.signal,
+      }).catch((error: Error) => error);
+      await until(() => server.gateway.wakeups.parked("gone") === 1, "the reserve to park");
+      aborted.abort();
+      expect(await parked).toBeInstanceOf(Error);
+      await until(() => server.gateway.wakeups.parked("gone") === 0, "the reserve to stop waiting");
+      const enqueued = await fetch(`${server.url}/v1/queues/gone/jobs`, {
+        method: "POST",
+        body: JSON.stringify({ name: "left" }),
+        headers: { "content-type": "application/json" },
+      });
+      expect(enqueued.status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await server.gateway.backends.get("main")!.backend.counts("gone")).toMatchObject({ waiting: 1, active: 0 });
+    } finally {
+      await server.close();
+    }
+  });
 });
 
 describe("CLI", () => {

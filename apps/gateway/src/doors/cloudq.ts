@@ -6,7 +6,7 @@ import type { ZodType } from "zod";
 import { type Access, needs, securityOf } from "../auth.js";
 import type { CloudqDoorConfig } from "../config.js";
 import type { GatewayEnv } from "../errors.js";
-import { errorFormat, limitBody } from "../http.js";
+import { clientGone, errorFormat, limitBody } from "../http.js";
 import type { QueueRouter } from "../router.js";
 import type { Wakeups } from "../wakeups.js";
 import {
@@ -171,7 +171,7 @@ export function createCloudqDoor(
       const { queue } = c.req.valid("param");
       const backend = router.backendFor(queue);
       const reserve = async () => (await backend.reserve(queue, { worker: CLOUDQ_WORKER, count: 1, leaseMs: config.leaseMs }))[0];
-      const job = await wakeups.reserveWaiting(queue, reserve, config.longPollMs, c.req.raw.signal);
+      const job = await wakeups.reserveWaiting(queue, reserve, config.longPollMs, clientGone(c));
       return c.json(job ? reservedBody(job, adapters) : { status: "empty" }, 200);
     },
   );

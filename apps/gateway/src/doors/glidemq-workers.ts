@@ -1,6 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Backend } from "@switchyard/core";
 import type { GatewayEnv } from "../errors.js";
+import { clientGone } from "../http.js";
 import type { Wakeups } from "../wakeups.js";
 import { BACKEND_ERRORS, body, guarded, json } from "./declare.js";
 import { asGlideJob } from "./glidemq-jobs.js";
@@ -37,7 +38,7 @@ export function mountWorkerRoutes(door: OpenAPIHono<GatewayEnv>, on: (queue: str
         const jobs = await backend.reserve(queue, { worker, count: count ?? 1, leaseMs: lockDuration ?? DEFAULT_LOCK_MS });
         return jobs.length > 0 ? jobs : undefined;
       };
-      const jobs = (await wakeups.reserveWaiting(queue, take, wait ?? 0, c.req.raw.signal)) ?? [];
+      const jobs = (await wakeups.reserveWaiting(queue, take, wait ?? 0, clientGone(c))) ?? [];
       return c.json({ jobs: jobs.map((job) => asGlideJob(job)) }, 200);
     },
   );

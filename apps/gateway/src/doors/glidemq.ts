@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { GatewayEnv } from "../errors.js";
 import type { JobEventType } from "../events.js";
-import { errorFormat, limitBody } from "../http.js";
+import { clientGone, errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, guarded, json } from "./declare.js";
 import type { Door, DoorContext } from "./door.js";
 import { streamEvents } from "./event-stream.js";
@@ -181,7 +181,7 @@ function createGlidemqDoor({ router, backends, wakeups, events }: DoorContext): 
         },
         [...FINISHING],
       );
-      const done = await wakeups.reserveWaiting(queue, finished, timeout, c.req.raw.signal).finally(unsubscribe);
+      const done = await wakeups.reserveWaiting(queue, finished, timeout, clientGone(c)).finally(unsubscribe);
       if (!done) throw new HTTPException(504, { message: `Job ${job.id} did not finish within ${timeout}ms` });
       // glide-mq's addAndWait rejects with the failure, which its proxy answers as a 500.
       if (done.state !== "completed") throw new HTTPException(500, { message: done.error?.message ?? `Job ${job.id} failed` });

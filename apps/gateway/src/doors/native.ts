@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { NotFoundError, alreadyNormalized, completeAndReserve } from "@switchyard/core";
 import { allowsQueue } from "../auth.js";
-import { errorFormat, limitBody } from "../http.js";
+import { clientGone, errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import { EVENT_ID_PATTERN, streamEvents } from "./event-stream.js";
@@ -77,7 +77,7 @@ export const nativeDoor: Door = {
           const jobs = await on(queue).reserve(queue, options);
           return jobs.length > 0 ? jobs : undefined;
         };
-        return c.json({ jobs: (await wakeups.reserveWaiting(queue, take, wait ?? 0, c.req.raw.signal)) ?? [] }, 200);
+        return c.json({ jobs: (await wakeups.reserveWaiting(queue, take, wait ?? 0, clientGone(c))) ?? [] }, 200);
       },
     );
 

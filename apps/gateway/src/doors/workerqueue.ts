@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import { type Access, requireAccess } from "../auth.js";
 import type { GatewayEnv } from "../errors.js";
-import { errorFormat, limitBody } from "../http.js";
+import { clientGone, errorFormat, limitBody } from "../http.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import * as S from "./workerqueue-schemas.js";
@@ -174,7 +174,7 @@ export const workerQueueDoor: Door = {
           const jobs = await backend.reserve(queue, { worker, count, leaseMs });
           return jobs.length > 0 ? jobs : undefined;
         };
-        const jobs = (await wakeups.reserveWaiting(queue, take, waitMs ?? 0, c.req.raw.signal)) ?? [];
+        const jobs = (await wakeups.reserveWaiting(queue, take, waitMs ?? 0, clientGone(c))) ?? [];
         return c.json({ jobs: jobs.map(asRow) }, 200);
       },
     );
