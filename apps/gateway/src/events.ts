@@ -30,11 +30,11 @@ export const EVENT_HISTORY = 10_000;
 /** How long a move told by one source waits for the other source to tell it too (see `#isEcho`). */
 const ECHO_WINDOW_MS = 30_000;
 /**
- * How long the stores' feeds still tell every move after the last subscriber that needs every move
- * left: a stream that reconnects within it replays from this process's memory, which then holds
- * every move (an EventSource retries within seconds).
+ * How long what a subscriber needed is still read after it left: a stream that reconnects within it
+ * replays from this process's memory, which then holds every move (an EventSource retries within
+ * seconds), and a worker that parks again and again does not make the feeds widen each time.
  */
-const EVERY_MOVE_LINGER_MS = 60_000;
+const NEED_LINGER_MS = 60_000;
 
 /** Told each event, and where its backend's store history stood then (null when it keeps none). */
 type Listener = (event: JobEvent, position: string | null) => void;
@@ -78,8 +78,8 @@ export class JobEvents {
    * the stores' histories instead.
    */
   #wholeFrom = 1;
-  /** Until when every move is still needed (see EVERY_MOVE_LINGER_MS), and the timer that narrows then. */
-  #everyMoveUntil = 0;
+  /** What subscribers that left needed, until when (see NEED_LINGER_MS), and the timer that narrows then. */
+  readonly #lingering = new Map<string, { types: ReadonlySet<JobEventType> | null; until: number }>();
   #narrowLater: NodeJS.Timeout | undefined;
   readonly #followed = new Map<string, Followed>();
   /** Moves told by one source and not yet by the other: `<source>|<move key>` to how many. */
@@ -87,8 +87,8 @@ export class JobEvents {
   #nextSweep = 0;
   #next = 1;
 
-  /** @param everyMoveLingerMs see EVERY_MOVE_LINGER_MS (0 in tests of the narrowing itself). */
-  constructor(private readonly everyMoveLingerMs = EVERY_MOVE_LINGER_MS) {}
+  /** @param lingerMs see NEED_LINGER_MS (0 in tests of the narrowing itself). */
+  constructor(private readonly lingerMs = NEED_LINGER_MS) {}
 
   /** Tells the subscribers of a move made by a call through this gateway. */
   emit(type: JobEventType, backend: string, queue: string, jobId?: string): void {
@@ -147,11 +147,12 @@ export class JobEvents {
     this.#narrowFeeds();
     return () => {
       const needed = this.#listeners.get(listener);
-      if (!this.#listeners.delete(listener)) return;
-      if (needed === null && this.everyMoveLingerMs > 0) {
-        this.#everyMoveUntil = Date.now() + this.everyMoveLingerMs;
+      if (needed === undefined || !this.#listeners.delete(listener)) return;
+      if (this.lingerMs > 0) {
+        const key = needed === null ? "*" : [...needed].sort().join(",");
+        this.#lingering.set(key, { types: needed, until: Date.now() + this.lingerMs });
         clearTimeout(this.#narrowLater);
-        this.#narrowLater = setTimeout(() => this.#narrowFeeds(), this.everyMoveLingerMs + 1);
+        this.#narrowLater = setTimeout(() => this.#narrowFeeds(), this.lingerMs + 1);
         this.#narrowLater.unref();
       }
       this.#narrowFeeds();
@@ -177,8 +178,10 @@ export class JobEvents {
 
   /** Asks each feed for what the subscribers need now, when that changed. */
   #narrowFeeds(): void {
-    const needs = [...this.#listeners.values()];
-    const needed = needs.includes(null) || Date.now() < this.#everyMoveUntil ? null : new Set(needs.flatMap((types) => [...(types ?? [])]));
+    const now = Date.now();
+    for (const [key, { until }] of this.#lingering) if (until <= now) this.#lingering.delete(key);
+    const needs = [...this.#listeners.values(), ...[...this.#lingering.values()].map(({ types }) => types)];
+    const needed = needs.includes(null) ? null : new Set(needs.flatMap((types) => [...(types ?? [])]));
     if (sameTypes(needed, this.#needed)) return;
     this.#needed = needed;
     for (const followed of this.#followed.values()) this.#askFeed(followed);

@@ -2,11 +2,6 @@ import type { JobEventType, JobEvents } from "./events.js";
 
 /** The events after which a queue may hold a job a parked reserver could take. */
 const MAKES_JOBS_CLAIMABLE: ReadonlySet<JobEventType> = new Set(["enqueued", "retrying", "resumed"]);
-/**
- * How long the events are still listened to after the last reserver left: a worker that parks again
- * and again keeps one subscription, so the stores' feeds do not start and stop reading each time.
- */
-const LISTEN_AFTER_LAST_MS = 10_000;
 
 /**
  * Reservers parked on a queue, and what wakes them: an event that a job may be claimable there,
@@ -19,7 +14,6 @@ export class Wakeups {
   readonly #parked = new Map<string, Set<() => void>>();
   #events: JobEvents | undefined;
   #unsubscribe: (() => void) | undefined;
-  #stopListening: NodeJS.Timeout | undefined;
 
   constructor(readonly pollMs: number) {}
 
@@ -35,7 +29,7 @@ export class Wakeups {
         signal?.removeEventListener("abort", done);
         parked.delete(done);
         if (parked.size === 0 && this.#parked.get(queue) === parked) this.#parked.delete(queue);
-        this.#stopListeningSoon();
+        if (this.#parked.size === 0) this.#stopListening();
         resolve();
       };
       const timer = setTimeout(done, ms);
@@ -46,16 +40,14 @@ export class Wakeups {
 
   /**
    * Wakes the reservers of a queue whenever `events` says a job may have become claimable there. It
-   * listens only while a reserver is parked (and a while after), so while none is, the stores' feeds
-   * need not read the jobs enqueued.
+   * listens only while a reserver is parked (the events keep reading a while after), so while none
+   * is, the stores' feeds need not read the jobs enqueued.
    */
   follow(events: JobEvents): void {
     this.#events = events;
   }
 
   #listen(): void {
-    clearTimeout(this.#stopListening);
-    this.#stopListening = undefined;
     if (this.#unsubscribe || !this.#events) return;
     this.#unsubscribe = this.#events.subscribe(
       (event) => {
@@ -65,15 +57,9 @@ export class Wakeups {
     );
   }
 
-  #stopListeningSoon(): void {
-    if (this.#parked.size > 0 || this.#stopListening || !this.#unsubscribe) return;
-    this.#stopListening = setTimeout(() => {
-      this.#stopListening = undefined;
-      if (this.#parked.size > 0) return;
-      this.#unsubscribe?.();
-      this.#unsubscribe = undefined;
-    }, LISTEN_AFTER_LAST_MS);
-    this.#stopListening.unref();
+  #stopListening(): void {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
   }
 
   wake(queue: string): void {

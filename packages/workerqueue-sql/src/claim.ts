@@ -160,13 +160,12 @@ export function mysqlClaim(store: Store, request: ClaimRequest, lock: string, on
   const table = quoted(store, store.table);
   const set = claimSet(store, request, lock);
   const take = (index: string, condition: Condition): Statement => {
-    const queueValues: Array<string | null> = request.queue === store.defaultQueue ? [request.queue, null] : [request.queue];
-    const reads = queueValues.map((value) => ({
+    const reads = queueSpellings(store, request.queue).map((spelling) => ({
       sql: `select id, sy_priority from ${table} force index (${quoted(store, index)})
-        where @sy_left > 0 and ${value === null ? "sy_queue is null" : "sy_queue = ?"} and ${condition.sql}
+        where @sy_left > 0 and ${spelling.sql} and ${condition.sql}
         and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
         ${ORDER} limit ? for update skip locked`,
-      bindings: [...(value === null ? [] : [value]), ...condition.bindings, request.queue, request.count],
+      bindings: [...spelling.bindings, ...condition.bindings, request.queue, request.count],
     }));
     const candidates = reads.length === 1 ? reads[0]?.sql : reads.map((read) => `(${read.sql})`).join(" union all ");
     return {
@@ -204,11 +203,10 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
   return store.knex.transaction(
     async (trx) => {
       const ids: number[] = [];
-      const queueValues: Array<string | null> = request.queue === store.defaultQueue ? [request.queue, null] : [request.queue];
-      const read = async (index: string, queueValue: string | null, filter: (query: Knex.QueryBuilder) => Knex.QueryBuilder) => {
+      const spellings = queueSpellings(store, request.queue);
+      const read = async (index: string, spelling: Condition, filter: (query: Knex.QueryBuilder) => Knex.QueryBuilder) => {
         const query = trx.from(trx.raw("?? force index (??)", [store.table, index])).select("id", SY.priority);
-        if (queueValue === null) query.whereNull(SY.queue);
-        else query.where(SY.queue, queueValue);
+        query.whereRaw(spelling.sql, spelling.bindings);
         filter(query);
         // The pause is looked at by the read itself (a subquery of a locking read takes no lock).
         query.whereNotExists((paused) => paused.select(trx.raw("1")).from(store.pausedTable).where("queue", request.queue));
@@ -217,8 +215,8 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
       };
       // Each branch is read in order; the best of both are taken (the rest unlock at commit).
       const expired: Array<{ id: number; sy_priority: number }> = [];
-      for (const queueValue of queueValues) {
-        expired.push(...(await read(claimExpiredIndex(store.table), queueValue, (q) => whereLeaseExpired(q, request.now))));
+      for (const spelling of spellings) {
+        expired.push(...(await read(claimExpiredIndex(store.table), spelling, (q) => whereLeaseExpired(q, request.now))));
       }
       ids.push(
         ...byClaimOrder(expired)
@@ -227,8 +225,8 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
       );
       if (ids.length < request.count) {
         const due: Array<{ id: number; sy_priority: number }> = [];
-        for (const queueValue of queueValues) {
-          due.push(...(await read(claimPendingIndex(store.table), queueValue, (q) => whereDue(store, q, request.now))));
+        for (const spelling of spellings) {
+          due.push(...(await read(claimPendingIndex(store.table), spelling, (q) => whereDue(store, q, request.now))));
         }
         ids.push(
           ...byClaimOrder(due)
