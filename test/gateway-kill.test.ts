@@ -17,6 +17,8 @@ const BURST = 20_000;
 const CONCURRENCY = 50;
 /** The kill comes once this many enqueues were acknowledged, about a third of the burst. */
 const KILL_AFTER_ACKS = 6_000;
+/** How long the gateway is held stopped before the kill, time for the clients to send their next requests. */
+const FROZEN_MS = 300;
 /**
  * SQLite lives inside the killed process (its WAL must hold every committed enqueue); Redis is a
  * server the kill does not touch. (PostgreSQL, slower to fill on two cores, has its own crash in
@@ -86,6 +88,11 @@ for (const { name, redisDb } of STORES) {
       const everyNumber = Array.from({ length: BURST }, (_, n) => n);
       const killer = (async () => {
         await eventually(async () => acknowledged.size >= KILL_AFTER_ACKS, `${KILL_AFTER_ACKS} acknowledged enqueues`, 60_000);
+        // Frozen first, so the kill finds requests in its hands: a gateway faster than its clients
+        // may have answered every request it was sent by the time a bare kill lands (the answers
+        // then sit in the clients' sockets), and the burst would not be cut mid-flight.
+        first.child.kill("SIGSTOP");
+        await new Promise((resolve) => setTimeout(resolve, FROZEN_MS));
         killed = true;
         first.child.kill("SIGKILL");
       })();
