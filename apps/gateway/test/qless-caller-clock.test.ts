@@ -88,8 +88,8 @@ describe("the qless door runs translated commands at the caller's now", () => {
     await qless("pop", 201, ["clock-fail", "w", 2]);
     expect(await qless("fail", 207, ["j3", "w", "group", "message"])).toBe("j3");
     const failed = await qless("get", 208, ["j3"]);
-    expect(failed.failure).toEqual({ group: "group", message: "message", when: 207, worker: "" });
-    expect(failed.history.at(-1)).toEqual({ when: 207, what: "failed", group: "group" });
+    expect(failed.failure).toEqual({ group: "group", message: "message", when: 207, worker: "w" });
+    expect(failed.history.at(-1)).toEqual({ when: 207, what: "failed", group: "group", worker: "w" });
 
     expect(await qless("retry", 210, ["j4", "clock-fail", "w", 5])).toBe(1);
     expect(row(t, "j4")).toMatchObject({ status: "pending", sy_run_at: 215_000 });

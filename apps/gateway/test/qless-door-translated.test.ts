@@ -241,6 +241,64 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("a failure names its worker and time until the job completes, through a put again; history names the run's worker", async () => {
+    const started = Math.floor(Date.now() / 1000);
+    /**
+     * A job as qless shows who ran and failed it: the failure, the last pop's worker and the last
+     * history entry (qless keeps the history of every put, a core store the last run's: only the
+     * last run is compared). Times are checked for being the commands', then left out.
+     */
+    const runsOf = async (r: ReturnType<typeof run>, name: string) => {
+      const { failure, history, remaining, state } = (await r.qless("get", [r.jid(name)])).body.reply;
+      for (const entry of [failure, ...history].filter((entry) => entry.when !== undefined)) {
+        expect(entry.when).toBeGreaterThanOrEqual(started);
+        expect(entry.when).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
+        delete entry.when;
+      }
+      const popped = history.filter((entry: { what: string }) => entry.what === "popped").at(-1);
+      return { state, remaining, failure, popper: popped?.worker, last: history.at(-1) };
+    };
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {}, "retries", 2);
+      await r.qless("pop", [r.queue, "w1", 1]);
+      await r.qless("fail", [r.jid("job"), "w1", "group", "message", "{}"]);
+      const failed = await runsOf(r, "job");
+      await put(r, "job", "K", {});
+      await r.qless("pop", [r.queue, "w2", 1]);
+      const again = await runsOf(r, "job");
+      await r.qless("complete", [r.jid("job"), "w2", r.queue, "{}"]);
+      const completed = await runsOf(r, "job");
+      await put(r, "last", "K", {}, "retries", 0);
+      await r.qless("pop", [r.queue, "w3", 1]);
+      await r.qless("retry", [r.jid("last"), r.queue, "w3", 0, "retry-group", "retry message"]);
+      return { failed, again, completed, ranOut: await runsOf(r, "last") };
+    });
+    expect(seen).toEqual({
+      failed: {
+        state: "failed",
+        remaining: 2,
+        failure: { group: "group", message: "message", worker: "w1" },
+        popper: "w1",
+        last: { what: "failed", group: "group", worker: "w1" },
+      },
+      again: {
+        state: "running",
+        remaining: 2,
+        failure: { group: "group", message: "message", worker: "w1" },
+        popper: "w2",
+        last: { what: "popped", worker: "w2" },
+      },
+      completed: { state: "complete", remaining: 2, failure: {}, popper: "w2", last: { what: "done" } },
+      ranOut: {
+        state: "failed",
+        remaining: -1,
+        failure: { group: "retry-group", message: "retry message", worker: "w3" },
+        popper: "w3",
+        last: { what: "failed", group: "retry-group" },
+      },
+    });
+  });
+
   it("complete, fail, retry and heartbeat of a job not in the worker's hands answer qless's own words, in job.lua's order", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "job", "K", {});

@@ -13,13 +13,16 @@ import type { QlessSettings } from "./qless-settings.js";
  * A put (or requeue) of `jid` into `queue` by `worker`; `before` is the job the jid named until then,
  * in this queue or another one it was moved from. qless tells the log, then the worker that held the
  * job when another one put it (lock_lost), then `ql:put` when the job is tracked: qless tracks a jid,
- * so a moved job stays tracked.
+ * so a moved job stays tracked (and keeps its failure record).
  */
 export function tellPut(settings: QlessSettings, backend: Backend, queue: string, jid: string, worker: string, before: Job | null): void {
   settings.channels.publish("ql:log", qlessLog.put(jid, queue), queue);
   const holder = before?.state === "active" ? (before.lease?.worker ?? "") : "";
   if (before && holder !== "" && holder !== worker) settings.channels.lockLost(before.queue, jid, holder);
-  if (before && before.queue !== queue) settings.tracked.moved(backend, before.queue, queue, jid);
+  if (before && before.queue !== queue) {
+    settings.tracked.moved(backend, before.queue, queue, jid);
+    settings.runs.moved(backend, before.queue, queue, jid);
+  }
   settings.channels.tellTracked(backend, queue, jid, "put");
 }
 

@@ -16,6 +16,7 @@ import { callerClock } from "../caller-clock.js";
 import { type Advance, type QlessArgs, luaList, putInput, qlessError, seconds } from "./qless-args.js";
 import { QLESS_STATE, type WorkerCommand, notRunning } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
+import type { QlessFailure, RunMarks } from "./qless-state.js";
 
 /**
  * What the translated qless commands share: a core job as qless shows it (with what the gateway keeps
@@ -37,8 +38,8 @@ export function remainingRetries(job: Job): number {
 export const exhaustedGroup = (queue: string) => `failed-retries-${queue}`;
 export const exhaustedMessage = (queue: string) => `Job exhausted retries in queue "${queue}"`;
 
-/** What the gateway's own qless state (qless-state.ts) says of a job: tracked, or stalled by a `timeout`. */
-export interface QlessMarks {
+/** What the gateway's own qless state (qless-state.ts) says of a job: tracked, stalled by a `timeout`, who ran and failed it. */
+export interface QlessMarks extends RunMarks {
   tracked?: boolean;
   stalled?: boolean;
 }
@@ -47,19 +48,13 @@ export interface QlessMarks {
 export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unknown> {
   const worker = job.lease?.worker ?? "";
   const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
-  if (job.startedAt !== null) history.push({ when: seconds(job.startedAt), what: "popped", worker });
+  if (job.startedAt !== null)
+    history.push({ when: seconds(job.startedAt), what: "popped", worker: job.lease?.worker ?? marks.popper ?? "" });
   if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
   if (job.finishedAt !== null && job.state === "failed") {
-    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "" });
+    const failedBy = marks.failedBy === undefined ? {} : { worker: marks.failedBy };
+    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "", ...failedBy });
   }
-  // A retry given no reason keeps qless's exhaustion words ready (see `retry`); until the job has
-  // failed for good, qless shows no failure for it.
-  const unexplainedRetry =
-    job.state !== "failed" && job.error?.group === exhaustedGroup(job.queue) && job.error.message === exhaustedMessage(job.queue);
-  const failure =
-    job.error && !unexplainedRetry
-      ? { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" }
-      : {};
   return {
     jid: job.id,
     klass: job.name,
@@ -72,15 +67,31 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     priority: job.priority,
     expires: job.lease && !marks.stalled ? job.lease.expiresAt / 1000 : 0,
     retries: job.maxAttempts - 1,
-    remaining: remainingRetries(job),
+    // A retry that finds none left takes qless's count below zero; a `fail` spends none.
+    remaining: marks.exhausted ? -1 : remainingRetries(job),
     data: JSON.stringify(job.data),
     tags: luaList(job.tags),
     history,
-    failure,
+    failure: failureOf(job, marks),
     spawned_from_jid: false,
     dependents: {},
     dependencies: luaList(job.dependsOn),
   };
+}
+
+/**
+ * qless's `failure` field: the record a qless door wrote (worker and time in qless's words), else the
+ * store's error; none once the job completed, as qless erases it then.
+ */
+function failureOf(job: Job, marks: QlessMarks): QlessFailure | Record<string, never> {
+  if (job.state === "completed") return {};
+  if (marks.failure) return marks.failure;
+  // A retry given no reason keeps qless's exhaustion words ready (see `retry`); until the job has
+  // failed for good, qless shows no failure for it.
+  const unexplainedRetry =
+    job.state !== "failed" && job.error?.group === exhaustedGroup(job.queue) && job.error.message === exhaustedMessage(job.queue);
+  if (!job.error || unexplainedRetry) return {};
+  return { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" };
 }
 
 /** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
@@ -92,7 +103,11 @@ type JobView = (job: Job) => Record<string, unknown>;
 export const viewOf =
   (settings: QlessSettings, backend: Backend): JobView =>
   (job) =>
-    qlessJob(job, { tracked: settings.tracked.has(backend, job.queue, job.id), stalled: settings.timeouts.stalled(backend, job) });
+    qlessJob(job, {
+      tracked: settings.tracked.has(backend, job.queue, job.id),
+      stalled: settings.timeouts.stalled(backend, job),
+      ...settings.runs.of(backend, job),
+    });
 
 export const jobList = (jobs: Job[], view: JobView) => (jobs.length > 0 ? jobs.map(view) : {});
 

@@ -3,9 +3,9 @@ import type { Backend, Job } from "@switchyard/core";
 /**
  * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
  * qless-redis (see QlessSettings, which holds one of each): the tracked jobs (`ql:tracked`), the
- * workers seen (`ql:workers`), and the jobs a `timeout` took from their worker (qless's `stalled`
- * state). One set per backend and per gateway process, in memory: not shared with other gateways,
- * not kept across a restart. A job is named by its queue and jid, since a jid is unique per queue on
+ * workers seen (`ql:workers`), the jobs a `timeout` took from their worker (qless's `stalled`
+ * state), and who ran and failed each job. One set per backend and per gateway process, in memory:
+ * not shared with other gateways, not kept across a restart. A job is named by its queue and jid, since a jid is unique per queue on
  * these stores.
  */
 
@@ -98,6 +98,91 @@ export class QlessWorkers {
     if (!seen) return [];
     for (const [worker, at] of seen) if (at <= now - maxAgeMs) seen.delete(worker);
     return [...seen].sort((a, b) => b[1] - a[1] || compare(b[0], a[0])).map(([worker]) => worker);
+  }
+}
+
+/** A qless failure record, as job.lua writes the job's `failure` field. */
+export interface QlessFailure {
+  group: string;
+  message: string;
+  /** Epoch seconds, as the command's `now`. */
+  when: number;
+  worker: string;
+}
+
+interface JobRuns {
+  /** The worker that popped the job's run number `attempts` (core keeps the worker only while the lease lasts). */
+  popped?: { attempts: number; worker: string };
+  failure?: QlessFailure;
+  /** The worker a `fail` names in the job's `failed` history entry (a retry that runs out names none). */
+  failedBy?: string;
+  /** A `retry` ran the job out of retries: qless's `remaining` went below zero. */
+  exhausted?: boolean;
+}
+
+/** What qless would show of a job's runs that the store does not keep (see QlessRuns). */
+export type RunMarks = Omit<JobRuns, "popped"> & {
+  /** The worker of the job's current run, kept after its lease is gone. */
+  popper?: string;
+};
+
+type Failing = Pick<JobRuns, "failure" | "failedBy" | "exhausted">;
+const NOT_FAILING: Failing = { failure: undefined, failedBy: undefined, exhausted: undefined };
+
+/**
+ * What qless keeps of a job's runs and a core store does not: the worker that popped the current run
+ * (qless's history names it after the lock is gone), and the failure record `fail`, or a `retry`
+ * given its reason, writes in qless's words (worker and time included), which qless keeps through a
+ * put again and erases when the job completes. Only what the qless doors of this gateway did is
+ * known; a job run or failed another way shows what the store holds.
+ */
+export class QlessRuns {
+  readonly #jobs = new WeakMap<Backend, Map<string, JobRuns>>();
+
+  popped(backend: Backend, job: Job): void {
+    if (job.lease) this.#update(backend, job.queue, job.id, { popped: { attempts: job.attempts, worker: job.lease.worker } });
+  }
+
+  /** A `fail`, or a `retry` (with its reason, if given; `exhausted` when no retry was left). */
+  failed(backend: Backend, queue: string, jid: string, change: Failing): void {
+    this.#update(backend, queue, jid, { ...NOT_FAILING, ...change });
+  }
+
+  completed(backend: Backend, queue: string, jid: string): void {
+    this.#update(backend, queue, jid, NOT_FAILING);
+  }
+
+  /** qless's jids are global: what is known of a job moved into another queue goes with it. */
+  moved(backend: Backend, from: string, to: string, jid: string): void {
+    const jobs = this.#jobs.get(backend);
+    const runs = jobs?.get(keyOf(from, jid));
+    if (!jobs || !runs) return;
+    jobs.delete(keyOf(from, jid));
+    setNewest(jobs, keyOf(to, jid), runs);
+  }
+
+  /**
+   * What is known of the job as it is now: the popper of its current run, and the failure record when
+   * the store's own error is that one (or none, after a put again) and the job has not completed.
+   */
+  of(backend: Backend, job: Job): RunMarks {
+    const runs = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
+    if (!runs) return {};
+    const marks: RunMarks = {};
+    if (runs.popped && runs.popped.attempts === job.attempts) marks.popper = runs.popped.worker;
+    const { failure } = runs;
+    const same = (known: QlessFailure) => job.error === null || (job.error.group === known.group && job.error.message === known.message);
+    if (failure && same(failure) && job.state !== "completed") {
+      marks.failure = failure;
+      if (runs.failedBy !== undefined) marks.failedBy = runs.failedBy;
+    }
+    if (runs.exhausted && job.state === "failed" && job.attempts >= job.maxAttempts) marks.exhausted = true;
+    return marks;
+  }
+
+  #update(backend: Backend, queue: string, jid: string, change: JobRuns): void {
+    const jobs = perBackend(this.#jobs, backend);
+    setNewest(jobs, keyOf(queue, jid), { ...jobs.get(keyOf(queue, jid)), ...change });
   }
 }
 

@@ -64,6 +64,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // qless has no default count: a pop or peek without one is its error, not one job.
     const count = numeric("pop", "Pop", args[2], "count");
     const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
+    for (const job of jobs) settings.runs.popped(backend, job);
     // qless notes the worker as seen (`workers`) unless the queue is paused; a pop that got a job was not.
     if (jobs.length > 0 || !(await backend.isPaused(queue))) settings.workers.seen(backend, worker, callerClock.now());
     return jobList(jobs, viewOf(settings, backend));
@@ -83,6 +84,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
     const job = await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
     settings.channels.tellTracked(backend, queue, jid, "completed");
+    settings.runs.completed(backend, queue, jid);
     if (moveOn) {
       settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, moveOn.next), queue);
       await moveOn.finish(job);
@@ -105,6 +107,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     await asWorker(backend, queue, "Fail", jid, worker, () =>
       backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
     );
+    settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, failedBy: worker });
     settings.channels.publish("ql:log", qlessLog.failed(jid, worker, group, message), queue);
     settings.channels.tellTracked(backend, queue, jid, "failed");
     return jid;
@@ -155,6 +158,12 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const job = await asWorker(backend, queue, "Retry", jid, worker, () =>
       backend.fail(queue, jid, { worker, error: { group, message }, retryDelay }),
     );
+    // Given a reason, qless records it as the job's failure, whether it retries or fails for good;
+    // without one, only running out of retries writes a failure (the store's, in qless's words).
+    const exhausted = job.state === "failed";
+    if (args[4] !== undefined && args[5] !== undefined) {
+      settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, exhausted });
+    } else if (exhausted) settings.runs.failed(backend, queue, jid, { exhausted });
     // qless tells only a tracked job's failure here (ql:failed), and nothing on ql:log.
     if (job.state === "failed") settings.channels.tellTracked(backend, queue, jid, "failed");
     // qless answers the retries left after this one, negative once the job has failed for good.
