@@ -360,6 +360,21 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("queues keeps listing a queue whose only job a completion's next moved out, as qless lists every queue put to", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      const next = `${r.queue}-next`;
+      await put(r, "job", "K", {});
+      await r.qless("pop", [r.queue, "worker", 1]);
+      await r.qless("complete", [r.jid("job"), "worker", r.queue, "{}", "next", next]);
+      const all = (await r.qless("queues", [])).body.reply as Array<{ name: string }>;
+      return all.filter((entry) => entry.name === r.queue || entry.name === next);
+    });
+    expect(seen).toEqual([
+      expect.objectContaining({ name: "<queue>", waiting: 0, running: 0 }),
+      expect.objectContaining({ name: "<queue>-next", waiting: 1 }),
+    ]);
+  });
+
   it("complete with next answers and moves the job on as qless's script does", async () => {
     const seen = await sameOnBoth(async (r) => {
       const next = `${r.queue}-next`;

@@ -16,6 +16,7 @@ import type { QlessSettings } from "./qless-settings.js";
  * so a moved job stays tracked (and keeps its failure record).
  */
 export function tellPut(settings: QlessSettings, backend: Backend, queue: string, jid: string, worker: string, before: Job | null): void {
+  settings.queues.put(backend, queue);
   settings.channels.publish("ql:log", qlessLog.put(jid, queue), queue);
   const holder = before?.state === "active" ? (before.lease?.worker ?? "") : "";
   if (before && holder !== "" && holder !== worker) settings.channels.lockLost(before.queue, jid, holder);

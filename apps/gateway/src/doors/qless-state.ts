@@ -4,7 +4,7 @@ import type { Backend, Job } from "@switchyard/core";
  * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
  * qless-redis (see QlessSettings, which holds one of each): the tracked jobs (`ql:tracked`), the
  * workers seen (`ql:workers`), the jobs a `timeout` took from their worker (qless's `stalled`
- * state), and who ran and failed each job. One set per backend and per gateway process, in memory:
+ * state), the queues jobs were put in (`ql:queues`), and who ran and failed each job. One set per backend and per gateway process, in memory:
  * not shared with other gateways, not kept across a restart. A job is named by its queue and jid, since a jid is unique per queue on
  * these stores.
  */
@@ -98,6 +98,25 @@ export class QlessWorkers {
     if (!seen) return [];
     for (const [worker, at] of seen) if (at <= now - maxAgeMs) seen.delete(worker);
     return [...seen].sort((a, b) => b[1] - a[1] || compare(b[0], a[0])).map(([worker]) => worker);
+  }
+}
+
+/**
+ * qless's `ql:queues`: every queue a job was put in (put, requeue, a completion's `next`), which
+ * `queues` lists even once a move or a cancel left it empty. A core store lists the queues that hold
+ * jobs, so the queues the qless doors put jobs in are kept here as well.
+ */
+export class QlessQueues {
+  readonly #names = new WeakMap<Backend, Map<string, true>>();
+
+  put(backend: Backend, queue: string): void {
+    const names = perBackend(this.#names, backend);
+    if (!names.has(queue)) setNewest(names, queue, true);
+  }
+
+  /** The store's queues and the ones a job was put in here, by name. */
+  known(backend: Backend, held: string[]): string[] {
+    return [...new Set([...held, ...(this.#names.get(backend)?.keys() ?? [])])].sort();
   }
 }
 

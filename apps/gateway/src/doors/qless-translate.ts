@@ -87,6 +87,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     settings.runs.completed(backend, queue, jid);
     if (moveOn) {
       settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, moveOn.next), queue);
+      settings.queues.put(backend, moveOn.next);
       await moveOn.finish(job);
       if (moveOn.next !== queue) {
         settings.tracked.moved(backend, queue, moveOn.next, jid);
@@ -253,7 +254,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async queues(backend, queue, args, settings) {
     if (args.length > 0) return queueCounts(backend, queue, settings);
     // Without a queue: every queue of this backend, by name, as qless lists every queue it knows.
-    const names = (await backend.queues()).sort();
+    const names = settings.queues.known(backend, await backend.queues());
     return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name, settings))) : {};
   },
 };
