@@ -1,25 +1,54 @@
 import { ValidationError } from "@switchyard/core";
 import type { Knex } from "knex";
+import { quoted } from "./bulk-insert.js";
+import { type Condition, queueCondition, queueSpellings } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import { SY } from "./columns.js";
 import type { Store } from "./options.js";
-import { rowIdOf, whereJobId, whereQueue } from "./where.js";
+import { rowIdOf, whereQueue } from "./where.js";
 
 export type Db = Knex | Knex.Transaction;
 
+/**
+ * The row id a job id names in a queue, as one scalar expression each of whose reads is an index
+ * lookup: the row that has it as its caller-chosen id (`sy_job_id`, per spelling of the queue), else
+ * the row whose integer id it is, when that row has no caller-chosen id. A caller-chosen id wins over
+ * a row id of the same spelling (see sequence.ts for why both are rare); an id that is not a row id
+ * (rowIdOf) never reaches the integer column, where PostgreSQL would refuse it. The two as one OR under the
+ * queue's condition is read by SQLite (and MySQL) through every row of the queue in the
+ * (sy_queue, sy_job_id) index, at every get and completion. `latest` (MySQL): each read is a
+ * locking one, which sees what other transactions committed since this one began.
+ */
+export function jobRowId(store: Store, queue: string, id: string, latest = false): Condition {
+  const table = quoted(store, store.table);
+  const lock = latest && store.dialect === "mysql" ? " lock in share mode" : "";
+  const reads: Condition[] = queueSpellings(store, queue).map((spelling) => ({
+    sql: `(select id from ${table} where ${spelling.sql} and ${SY.jobId} = ?${lock})`,
+    bindings: [...spelling.bindings, id],
+  }));
+  const rowId = rowIdOf(id);
+  if (rowId !== null) {
+    const inQueue = queueCondition(store, queue);
+    reads.push({
+      sql: `(select id from ${table} where id = ? and ${SY.jobId} is null and ${inQueue.sql}${lock})`,
+      bindings: [rowId, ...inQueue.bindings],
+    });
+  }
+  if (reads.length === 1) return reads[0]!;
+  return { sql: `coalesce(${reads.map((read) => read.sql).join(", ")})`, bindings: reads.flatMap((read) => read.bindings) };
+}
+
 /** The row of a job id in a queue, or null. */
 export async function findRow(store: Store, db: Db, queue: string, id: string, latest = false): Promise<JobRow | null> {
-  const query = latestRead(store, db(store.table).select("*"), latest);
-  whereQueue(store, query, queue);
-  whereJobId(query, id);
-  // A caller-chosen id wins over a row id of the same spelling (see sequence.ts for why both are rare).
-  const rows = (await query.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1)) as JobRow[];
+  const rowId = jobRowId(store, queue, id, latest);
+  const rows = (await latestRead(store, db(store.table).select("*").whereRaw(`id = ${rowId.sql}`, rowId.bindings), latest)) as JobRow[];
   return rows[0] ?? null;
 }
 
 /**
- * The rows of these ids in a queue, in one query: by caller-chosen id (sy_job_id), or by row id for
- * a row that has none. Keyed by job id; a caller-chosen id wins over a row id of the same spelling.
+ * The rows of these ids in a queue, in one statement: by caller-chosen id (sy_job_id), or by row id
+ * for a row that has none, each an index read (as jobRowId's, whose OR would read the whole queue).
+ * Keyed by job id; a caller-chosen id wins over a row id of the same spelling.
  */
 export async function findRows(store: Store, db: Db, queue: string, ids: string[]): Promise<Map<string, JobRow>> {
   const found = new Map<string, JobRow>();
@@ -28,13 +57,12 @@ export async function findRows(store: Store, db: Db, queue: string, ids: string[
   // PostgreSQL takes each list as one array parameter: a page of 1,000 ids is not 1,000 parameters to bind and parse.
   const among = (q: Knex.QueryBuilder, column: string, values: Array<string | number>, type: string) =>
     store.dialect === "postgres" ? q.whereRaw(`?? = any(?::${type}[])`, [column, values as never]) : q.whereIn(column, values);
-  const query = db(store.table)
-    .select("*")
-    .where((q) => {
-      among(q, SY.jobId, ids, "text");
-      if (rowIds.length > 0) q.orWhere((inner) => among(inner.whereNull(SY.jobId), "id", rowIds, "int4"));
-    });
-  whereQueue(store, query, queue);
+  const [first, ...others] = queueSpellings(store, queue).map((spelling) =>
+    among(db(store.table).select("*").whereRaw(spelling.sql, spelling.bindings), SY.jobId, ids, "text"),
+  );
+  if (rowIds.length > 0)
+    others.push(whereQueue(store, among(db(store.table).select("*").whereNull(SY.jobId), "id", rowIds, "int4"), queue));
+  const query = others.length > 0 ? first!.unionAll(others) : first!;
   for (const row of (await query) as JobRow[]) {
     const own = row[SY.jobId] as string | null;
     if (own !== null && own !== undefined) found.set(own, row);

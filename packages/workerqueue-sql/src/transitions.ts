@@ -19,11 +19,11 @@ import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import { type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { withRetry } from "./db-errors.js";
-import { findRow, rowById } from "./lookup.js";
+import { findRow, jobRowId, rowById } from "./lookup.js";
 import { type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { delayedLock, durationSeconds, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
-import { whereJobId, whereQueue, whereState } from "./where.js";
+import { whereState } from "./where.js";
 
 /** What a transition requires of the row before it may change it. */
 interface Expect {
@@ -119,11 +119,8 @@ export function heldUpdate(
 ) {
   const { knex, table } = store;
   // The row findRow would pick: a caller-chosen id wins over a row id of the same spelling.
-  const target = knex(table).select("id");
-  whereQueue(store, target, queue);
-  whereJobId(target, id);
-  target.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1);
-  const query = knex(table).where("id", target);
+  const target = jobRowId(store, queue, id);
+  const query = knex(table).whereRaw(`id = ${target.sql}`, target.bindings);
   whereState(store, query, "active", now);
   if (worker !== undefined) query.where(SY.worker, worker);
   return query.update({ ...values, updated_at: sqlDate(store, now) }, "*");
@@ -132,7 +129,7 @@ export function heldUpdate(
 /**
  * heldUpdate() as statements of a MySQL-family script (one round trip, run by sendScript() in a
  * READ COMMITTED transaction, as the claim is, so the UPDATE takes no gap locks): the id findRow
- * would pick goes into `@sy_id` by a plain SELECT ... INTO, which locks nothing (`SET @v := (SELECT
+ * would pick (jobRowId) goes into `@sy_id` by a plain SELECT ... INTO, which locks nothing (`SET @v := (SELECT
  * ...)` would take a shared lock on the row, held to the commit, and its upgrade to the UPDATE's
  * exclusive one can deadlock with a claimer's locking read); the guarded UPDATE takes that row only
  * while it is still active (and held by `worker` when one is named); `@sy_done` keeps how many rows
@@ -148,23 +145,20 @@ export function mysqlHeldUpdate(
   now: number,
 ): { statements: Statement[]; row(results: unknown[]): JobRow | null } {
   const { knex, table } = store;
-  // SELECT ... INTO leaves the variable as it was when no row matches: it is cleared first.
-  const target = knex(table).select(knex.raw("?? into @sy_id", ["id"]));
-  whereQueue(store, target, queue);
-  whereJobId(target, id);
-  target.orderByRaw("case when ?? is null then 1 else 0 end", [SY.jobId]).limit(1);
+  // The id findRow would pick, NULL when none: a SELECT of one value always sets the variable.
+  const target = jobRowId(store, queue, id);
   const query = knex(table).where("id", knex.raw("@sy_id"));
   whereState(store, query, "active", now);
   if (worker !== undefined) query.where(SY.worker, worker);
   const statementOf = (built: Knex.Sql): Statement => ({ sql: built.sql, bindings: [...built.bindings] as Knex.RawBinding[] });
   const statements: Statement[] = [
-    { sql: "set @sy_id := null", bindings: [] },
-    statementOf(target.toSQL()),
+    { sql: `select ${target.sql} into @sy_id`, bindings: target.bindings },
     statementOf(query.update({ ...values, updated_at: sqlDate(store, now) }).toSQL()),
     { sql: "set @sy_done := row_count()", bindings: [] },
     { sql: `select * from ${quoted(store, table)} where id = @sy_id and @sy_done > 0`, bindings: [] },
   ];
-  return { statements, row: (results) => (results[4] as JobRow[])[0] ?? null };
+  const readBack = statements.length - 1;
+  return { statements, row: (results) => (results[readBack] as JobRow[])[0] ?? null };
 }
 
 export async function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {

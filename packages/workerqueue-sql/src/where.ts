@@ -11,17 +11,6 @@ export function whereQueue(store: Store, query: Builder, queue: string): Builder
   return query.where((q) => q.where(SY.queue, queue).orWhereNull(SY.queue));
 }
 
-/**
- * The row a job id names: a caller-chosen or imported id lives in `sy_job_id`; any other id is the
- * row's integer `id`. Non-numeric or out-of-range ids never reach the integer column (Postgres
- * would reject the comparison).
- */
-export function whereJobId(query: Builder, id: string): Builder {
-  const rowId = rowIdOf(id);
-  if (rowId === null) return query.where(SY.jobId, id);
-  return query.where((q) => q.where(SY.jobId, id).orWhere((inner) => inner.whereNull(SY.jobId).andWhere("id", rowId)));
-}
-
 /** Pending rows a reserve may take now: unlocked, or delayed and due. */
 export function whereDue(store: Store, query: Builder, now: number): Builder {
   query

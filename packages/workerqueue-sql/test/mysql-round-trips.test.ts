@@ -325,19 +325,37 @@ describe("workerqueue-sql (mysql): one-script claims racing each other and the l
     const ofQueue = () => db(table).where((rows) => rows.where("sy_queue", queue).orWhereNull("sy_queue"));
     const handedOut: string[] = [];
     const legacyTaken: string[] = [];
+    // A claim skips the rows another transaction has locked (workqd's scan locks every row it reads
+    // until its commit), so an empty claim means "none free now": Switchyard's workers stop only once
+    // no row is left for them, pending or with an expired lease (which only they may take).
+    const nothingLeft = async () =>
+      Number(
+        (
+          await ofQueue()
+            .where((rows) =>
+              rows
+                .where("status", "pending")
+                .orWhere((held) => held.where("status", "processing").where("sy_lease_until", "<", Date.now())),
+            )
+            .count({ n: "*" })
+        )[0]?.n,
+      ) === 0;
     const reserver = async (backend: Backend, index: number) => {
       for (;;) {
         const jobs = await backend.reserve(queue, { worker: `r${index}`, count: 1 + (index % 3) });
-        if (jobs.length === 0) return;
+        if (jobs.length === 0 && (await nothingLeft())) return;
         handedOut.push(...jobs.map((job) => job.id));
       }
     };
     const chainer = async (backend: Backend, index: number) => {
-      let [held] = await backend.reserve(queue, { worker: `c${index}` });
-      while (held) {
-        handedOut.push(held.id);
-        const { next } = await completeAndReserve(backend, queue, held.id, { worker: `c${index}` }, { worker: `c${index}` });
-        held = next[0];
+      for (;;) {
+        let [held] = await backend.reserve(queue, { worker: `c${index}` });
+        if (!held && (await nothingLeft())) return;
+        while (held) {
+          handedOut.push(held.id);
+          const { next } = await completeAndReserve(backend, queue, held.id, { worker: `c${index}` }, { worker: `c${index}` });
+          held = next[0];
+        }
       }
     };
     const legacyDb = knexFactory({ client: "mysql2", connection: url });
