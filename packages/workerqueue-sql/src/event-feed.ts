@@ -92,7 +92,11 @@ const COLUMNS = ["id", "status", "attempts", "locked_queue_id", "sy_queue", "sy_
 function changedSince(store: Store, since: number, limit: number, after?: JobRow, statuses?: string[] | null): Promise<JobRow[]> {
   const columns = store.layout.rjqueueLocked ? [...COLUMNS, "locked"] : COLUMNS;
   const query = store.knex(store.table).select(columns);
-  if (statuses) query.whereIn("status", statuses);
+  // SQLite would read `status IN (...)` through the status index and sort every row of those
+  // statuses (all pending jobs) at each page of each look; `+status` is no index term there, so the
+  // updated_at index reads only the rows changed since.
+  if (statuses && store.dialect === "sqlite") query.whereRaw(`+status in (${statuses.map(() => "?").join(", ")})`, statuses);
+  else if (statuses) query.whereIn("status", statuses);
   if (after)
     query.where((q) =>
       q
