@@ -204,3 +204,54 @@ describe("workerqueue-sql (sqlite): the plan of a narrowed feed's look", () => {
     }
   });
 });
+
+/**
+ * better-sqlite3 answers at once, so a look of many pages would run in one turn of the event loop and
+ * hold every request meanwhile (35 to 130 ms under 2,000 enqueues/s): between two pages of a look the
+ * event loop turns. Counted by a setImmediate chain running beside the look.
+ */
+describe("workerqueue-sql (sqlite): a look of many pages", () => {
+  const { url, table, open } = useDialectTable("sqlite", "wq_feedturns");
+
+  it("lets the event loop turn between its pages", async () => {
+    await open(); // creates the table
+    const counted = rawKnex(url);
+    const wq = createWorkerQueueBackend({ knex: counted, table, releaseDelayedEveryMs: 0 });
+    let turns = 0;
+    let turning = true;
+    const turn = () => {
+      turns++;
+      if (turning) setImmediate(turn);
+    };
+    /** At each page query of the feed: the turns so far, and the events told so far. */
+    const pages: Array<{ turns: number; told: number }> = [];
+    const events: StoreEvent[] = [];
+    counted.on("query", (query: { sql: string }) => {
+      if (/order by [`"]?updated_at/.test(query.sql)) pages.push({ turns, told: events.length });
+    });
+    const watch = (wq as unknown as JobEventFeed).watchEvents((event) => events.push(event), {});
+    try {
+      await wq.enqueueBulk(
+        "turns",
+        Array.from({ length: 1_000 }, (_, i) => ({ name: `job ${i}` })),
+      );
+      await wq.enqueueBulk(
+        "turns",
+        Array.from({ length: 1_000 }, (_, i) => ({ name: `job ${1_000 + i}` })),
+      );
+      setImmediate(turn);
+      const deadline = Date.now() + 5_000;
+      while (events.length < 2_000 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(events.length).toBeGreaterThanOrEqual(2_000);
+      // A page that follows a full page of 500 told moves belongs to the same look: a turn came between.
+      const nextPages = pages.slice(1).filter((page, i) => page.told - pages[i]!.told === 500);
+      expect(nextPages.length).toBeGreaterThanOrEqual(3);
+      for (const page of nextPages) expect(page.turns).toBeGreaterThan(pages[pages.indexOf(page) - 1]!.turns);
+    } finally {
+      turning = false;
+      await watch.close();
+      await wq.close();
+      await counted.destroy();
+    }
+  });
+});
