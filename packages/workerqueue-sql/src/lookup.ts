@@ -14,8 +14,8 @@ export type Db = Knex | Knex.Transaction;
  * lookup: the row that has it as its caller-chosen id (`sy_job_id`, per spelling of the queue), else
  * the row whose integer id it is, when that row has no caller-chosen id. A caller-chosen id wins over
  * a row id of the same spelling (see sequence.ts for why both are rare); an id that is not a row id
- * (rowIdOf) never reaches the integer column, where PostgreSQL would refuse it. The two as one OR under the
- * queue's condition is read by SQLite (and MySQL) through every row of the queue in the
+ * (rowIdOf) never reaches the integer column, where PostgreSQL would refuse it. The two as one OR
+ * under the queue's condition is read by SQLite (and MySQL) through every row of the queue in the
  * (sy_queue, sy_job_id) index, at every get and completion. `latest` (MySQL): each read is a
  * locking one, which sees what other transactions committed since this one began.
  */

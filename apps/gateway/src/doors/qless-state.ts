@@ -30,6 +30,14 @@ function setNewest<T>(map: Map<string, T>, key: string, value: T): void {
   if (map.size > MOST_ENTRIES) map.delete(map.keys().next().value as string);
 }
 
+/** Takes a job's entry from its old queue's key to its new one (qless's jids are global), as the newest. */
+function moveEntry<T>(map: Map<string, T> | undefined, from: string, to: string, jid: string, moved: (value: T) => T): void {
+  const value = map?.get(keyOf(from, jid));
+  if (!map || value === undefined) return;
+  map.delete(keyOf(from, jid));
+  setNewest(map, keyOf(to, jid), moved(value));
+}
+
 export interface TrackedJob {
   queue: string;
   jid: string;
@@ -56,11 +64,7 @@ export class QlessTracked {
 
   /** qless tracks a jid, not a queue's job: a tracked job moved into another queue stays tracked. */
   moved(backend: Backend, from: string, to: string, jid: string): void {
-    const jobs = this.#jobs.get(backend);
-    const tracked = jobs?.get(keyOf(from, jid));
-    if (!jobs || !tracked) return;
-    jobs.delete(keyOf(from, jid));
-    setNewest(jobs, keyOf(to, jid), { ...tracked, queue: to });
+    moveEntry(this.#jobs.get(backend), from, to, jid, (tracked) => ({ ...tracked, queue: to }));
   }
 
   has(backend: Backend, queue: string, jid: string): boolean {
@@ -173,11 +177,7 @@ export class QlessRuns {
 
   /** qless's jids are global: what is known of a job moved into another queue goes with it. */
   moved(backend: Backend, from: string, to: string, jid: string): void {
-    const jobs = this.#jobs.get(backend);
-    const runs = jobs?.get(keyOf(from, jid));
-    if (!jobs || !runs) return;
-    jobs.delete(keyOf(from, jid));
-    setNewest(jobs, keyOf(to, jid), runs);
+    moveEntry(this.#jobs.get(backend), from, to, jid, (runs) => runs);
   }
 
   /**
