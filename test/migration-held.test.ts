@@ -33,6 +33,11 @@ function wrapped(backend: Backend, change: Partial<Pick<Backend, "import" | "get
   });
 }
 
+/** The job's state as the native record stores it, read straight from Redis. */
+async function nativeState(redis: Redis, store: StoreName, queue: string, id: string): Promise<string | null> {
+  return store === "qless" ? redis.hget(`ql:j:${id}`, "state") : redis.hget(`glide:{${queue}}:job:${id}`, "state");
+}
+
 /** The job's name as the native record stores it, read straight from Redis. */
 async function nativeName(redis: Redis, store: StoreName, queue: string, id: string): Promise<string | null> {
   return store === "qless" ? redis.hget(`ql:j:${id}`, "klass") : redis.hget(`glide:{${queue}}:job:${id}`, "name");
@@ -80,6 +85,20 @@ describe.each(TARGETS)("import into %s answers what the store holds (held)", (ta
     expect(result).toMatchObject({ imported: 0, skipped: [second.id] });
     expect(result.held?.[0]).toMatchObject({ id: second.id, name: "first", data: { v: 1 } });
     expect(await nativeName(redis, targetName, queue, second.id)).toBe("first");
+  });
+
+  it("a blocked job whose dependency the queue holds completed is stored waiting, and held says so", async () => {
+    const queue = newQueue();
+    await source.enqueue(queue, { name: "parent", data: { v: 1 } });
+    await source.enqueue(queue, { name: "child", data: { v: 2 } });
+    const [parent, child] = (await exportAll(source, queue)) as [Job, Job];
+    const finishedAt = parent.createdAt + 1_000;
+    await target.import(queue, [{ ...parent, state: "completed", startedAt: parent.createdAt, finishedAt, result: { ok: true } }]);
+    const result = await target.import(queue, [{ ...child, state: "blocked", dependsOn: [parent.id] }]);
+    expect(result).toMatchObject({ imported: 1, skipped: [] });
+    expect(result.held?.[0]?.state).toBe("waiting");
+    expect(heldFields(result.held?.[0] as HeldJob)).toEqual(heldFields((await target.get(queue, child.id)) as Job));
+    expect(await nativeState(redis, targetName, queue, child.id)).toBe("waiting");
   });
 
   it("migrateQueue checks every page with held and reads none back", async () => {

@@ -105,8 +105,9 @@ export interface ImportResult {
   skipped: string[];
   /**
    * Optional: each job as the store holds it once the import is done, in the order given (null where
-   * the queue holds none), read from the stored records by the same atomic call (or pipeline) that
-   * wrote them, never echoed from the input. migrateQueue then checks the page without reading it back.
+   * the queue holds none), never echoed from the input: read from the stored records by the same
+   * atomic call (or pipeline) that wrote them, or, for a record that call wrote, mapped from the native
+   * record it wrote as the store's reads map a stored one. migrateQueue then checks the page without reading it back.
    */
   held?: Array<HeldJob | null>;
 }

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import * as crypto from "node:crypto";
 import type { Backend, Page } from "./backend.js";
 import { JOB_STATES, type Job, type JobState, type Json } from "./job.js";
 import { SeenIds } from "./seen-ids.js";
@@ -42,8 +42,15 @@ export function contentFingerprint(job: Pick<Job, "id" | "name" | "data" | "prio
   return JSON.stringify([job.id, job.name, canonical(job.data), job.priority]);
 }
 
-/** 64 bits of SHA-256 over a fingerprint (jobFingerprint, contentFingerprint). */
-export const fingerprintDigest = (text: string) => createHash("sha256").update(text).digest().readBigUInt64BE(0);
+/**
+ * 64 bits of SHA-256 over a fingerprint (jobFingerprint, contentFingerprint). crypto.hash (Node
+ * 20.12 and later) hashes a short text about three times faster than a Hash object, which a
+ * migration makes for every job; older Node 20 releases take the Hash object.
+ */
+export const fingerprintDigest: (text: string) => bigint =
+  typeof crypto.hash === "function"
+    ? (text) => BigInt(`0x${crypto.hash("sha256", text, "hex").slice(0, 16)}`)
+    : (text) => crypto.createHash("sha256").update(text).digest().readBigUInt64BE(0);
 
 /** 64 bits of SHA-256 over the fields a migration keeps (jobFingerprint). */
 export function jobDigest(job: KeptFields): bigint {

@@ -118,6 +118,17 @@ function plan(job: Job): ImportPlan {
 const IMPORT_CHUNK = 1000;
 
 /**
+ * A job the import script wrote, as readJob would read it back: its hash is the plan's fields (with
+ * the state the script answered, when it changed it), a delayed job's score in `scheduled` the plan's.
+ */
+function heldAsWritten(queue: string, p: ImportPlan, stateNow: string | undefined): Job {
+  const hash = flatToRecord(p.fields);
+  if (stateNow) hash.state = stateNow;
+  const score = p.route === "scheduled" && hash.state === "delayed" ? String(p.score) : null;
+  return toJob(queue, hash, score);
+}
+
+/**
  * Writes each job unless its id exists (so an interrupted migration resumes); validates all first.
  * One script call per chunk writes its jobs in order and answers each as then stored (`held`).
  */
@@ -148,11 +159,16 @@ export async function importJobs(client: RedisClient, queue: string, keys: Queue
       "import",
       [keys.id, keys.stream, keys.scheduled, keys.completed, keys.failed, keys.dedup],
       args,
-    )) as Array<[number, string[], string | null, string[]]>;
+    )) as Array<[1, string?] | [0, string[], string | null, string[]]>;
     chunk.forEach((p, i) => {
-      const [written, fields, score, deps] = replies[i] ?? [0, [], null, []];
-      if (Number(written) === 1) result.imported++;
-      else result.skipped.push(p.id);
+      const reply = replies[i] ?? [0, [], null, []];
+      if (reply[0] === 1) {
+        result.imported++;
+        result.held.push(heldAsWritten(queue, p, reply[1]));
+        return;
+      }
+      const [, fields, score, deps] = reply;
+      result.skipped.push(p.id);
       result.held.push(fields.length === 0 ? null : toJob(queue, flatToRecord(fields), score, deps));
     });
   }

@@ -38,11 +38,13 @@ import { type EnqueueRecord, canBuild, createdDocument } from "./created.js";
 import { translateError } from "./errors.js";
 import { qlessEventFeed } from "./event-feed.js";
 import {
+  type ImportRecord,
   type StoredRecord,
   type SwitchyardDocument,
   type SwitchyardMeta,
   heldJob,
   list,
+  storedAsWritten,
   toCoreJob,
   toImportRecord,
 } from "./job-mapping.js";
@@ -355,13 +357,17 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
         return record;
       });
       if (records.length === 0) return { imported: 0, skipped: [], held: [] };
-      // One script call per page, writing the records in order (each was validated above); it answers
-      // what the queue then holds of each, read from the stored record.
-      const answers = (await call("switchyard.import-many", queue, JSON.stringify(records))) as Array<[number, StoredRecord | null]>;
+      // One script call per page, writing the records in order (each was validated above). It answers
+      // the state each written record was stored in (its other fields are the record's), and what the
+      // queue holds of a jid it had already, read from the stored record.
+      const answers = (await call("switchyard.import-many", queue, JSON.stringify(records))) as Array<
+        [1, ImportRecord["state"]] | [0, StoredRecord | null]
+      >;
       const skipped = records.filter((_, i) => answers[i]?.[0] !== 1).map((record) => record.jid);
       const held = records.map((record, i) => {
-        const stored = answers[i]?.[1];
-        return stored ? heldJob(record.jid, stored, queue) : null;
+        const answer = answers[i];
+        if (answer?.[0] === 1) return heldJob(record.jid, storedAsWritten(record, answer[1]), queue);
+        return answer?.[1] ? heldJob(record.jid, answer[1], queue) : null;
       });
       return { imported: records.length - skipped.length, skipped, held };
     },

@@ -295,6 +295,16 @@ export function toImportRecord(job: Job, queue: string, defaultGroup: string): I
  */
 export type StoredRecord = [string, string, string, string, string | null, string[], string | null];
 
+/**
+ * The stored record of an import record the script wrote, in held_record's form: its fields as
+ * written (the script formats `time` with %.20f and stores `run_at` as the scheduled score, both the
+ * same doubles), in the state the script answered it was stored in.
+ */
+export function storedAsWritten(record: ImportRecord, state: ImportRecord["state"]): StoredRecord {
+  const scheduled = state === "scheduled" ? String(record.run_at) : null;
+  return [record.klass, record.data, String(record.priority), state, String(record.time), record.history, scheduled];
+}
+
 /** What the queue holds of a job, from its stored record, read as toCoreJob reads a document. */
 export function heldJob(jid: string, [klass, data, priority, state, time, stored, scheduled]: StoredRecord, queue: string): HeldJob {
   const history = stored.map((raw) => {

@@ -1,16 +1,21 @@
 -- Writes a page of migrated jobs as they were (ids, timestamps, attempts kept), in order, each unless
--- its id exists; then reads each back, so the caller checks the page without a second round trip.
+-- its id exists, and answers what the queue then holds, so the caller checks the page without a
+-- second round trip.
 -- KEYS: id, stream, scheduled, completed, failed, dedup
 -- ARGV: 8 per job: jobId, route (stream|priority|lifo|scheduled|completed|failed|blocked), score, name,
 --       flatFieldsJson, dependsOnJson (route blocked: the ids it waits for), dedupId ('' = none), createdAt
 -- A unique key becomes the job's dedup record "<id>:<createdAt>", unless a live job already holds it.
--- Returns per job {written (1, or 0 when the id already existed), then the job as now stored, as
--- readJob (lib/core.lua) reads it: flat hash, `scheduled` score of a delayed job or false, deps members}.
+-- Returns per job {1} when it was written as given (its hash is the fields given, its score the one
+-- given), {1, 'waiting'} when a blocked job whose dependencies are done was written waiting, or {0,
+-- then the job the id names, as readJob (lib/core.lua) reads it: flat hash, `scheduled` score of a
+-- delayed job or false, deps members}. Reading back and encoding every written job cost as much as writing it.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 2)
 local highestId = tonumber(redis.call('GET', KEYS[1])) or 0
 
+-- Answers 1 (and the state it was stored in, when not the one given) or 0 when the id exists.
 local function importJob(jobKey, jobId, route, score, name, fieldsJson, dependsOnJson, dedupId, createdAt)
   if redis.call('EXISTS', jobKey) == 1 then return 0 end
+  local stateNow = nil
   redis.call('HSET', jobKey, unpack(cjson.decode(fieldsJson)))
   if string.match(jobId, '^%d+$') and tonumber(jobId) > highestId then
     highestId = tonumber(jobId)
@@ -32,6 +37,7 @@ local function importJob(jobKey, jobId, route, score, name, fieldsJson, dependsO
     if registerDependencies(prefix, jobId, cjson.decode(dependsOnJson)) then
       redis.call('HSET', jobKey, 'state', 'waiting')
       redis.call('XADD', KEYS[2], '*', 'jobId', jobId, 'name', name)
+      stateNow = 'waiting'
     else
       redis.call('ZADD', prefix .. 'sy:blocked', score, jobId)
     end
@@ -44,16 +50,20 @@ local function importJob(jobKey, jobId, route, score, name, fieldsJson, dependsO
       redis.call('HSET', KEYS[6], dedupId, jobId .. ':' .. createdAt)
     end
   end
-  return 1
+  return 1, stateNow
 end
 
 local results = {}
 for offset = 0, #ARGV - 1, 8 do
   local jobId = ARGV[offset + 1]
   local jobKey = prefix .. 'job:' .. jobId
-  local written = importJob(jobKey, jobId, ARGV[offset + 2], ARGV[offset + 3], ARGV[offset + 4], ARGV[offset + 5],
-    ARGV[offset + 6], ARGV[offset + 7], ARGV[offset + 8])
-  local stored = readJob(prefix, KEYS[3], jobId)
-  results[#results + 1] = {written, stored[1], stored[2], stored[3]}
+  local written, stateNow = importJob(jobKey, jobId, ARGV[offset + 2], ARGV[offset + 3], ARGV[offset + 4],
+    ARGV[offset + 5], ARGV[offset + 6], ARGV[offset + 7], ARGV[offset + 8])
+  if written == 1 then
+    results[#results + 1] = {1, stateNow}
+  else
+    local stored = readJob(prefix, KEYS[3], jobId)
+    results[#results + 1] = {0, stored[1], stored[2], stored[3]}
+  end
 end
 return results
