@@ -351,6 +351,24 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("a job put with a delay stays scheduled once due, and is refused as scheduled, until a peek of its queue makes it waiting", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await r.qless("put", ["client", r.queue, r.jid("later"), "K", "{}", 0.2]);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const state = async () => (await r.qless("get", [r.jid("later")])).body.reply.state;
+      const due = await state();
+      const refused = (await r.qless("complete", [r.jid("later"), "w", r.queue, "{}"])).body.error?.message;
+      const peeked = (await r.qless("peek", [r.queue, 10])).body.reply.map((job: { jid: string }) => job.jid);
+      return { due, refused, peeked, after: await state() };
+    });
+    expect(seen).toEqual({
+      due: "scheduled",
+      refused: "Complete(): Job <later> is not currently running: scheduled",
+      peeked: ["<later>"],
+      after: "waiting",
+    });
+  });
+
   it("pop and peek without a count are qless's argument errors, not one job", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "job", "K", {});

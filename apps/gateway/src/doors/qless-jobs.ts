@@ -38,11 +38,19 @@ export function remainingRetries(job: Job): number {
 export const exhaustedGroup = (queue: string) => `failed-retries-${queue}`;
 export const exhaustedMessage = (queue: string) => `Job exhausted retries in queue "${queue}"`;
 
-/** What the gateway's own qless state (qless-state.ts) says of a job: tracked, stalled by a `timeout`, who ran and failed it. */
+/**
+ * What the gateway's own qless state (qless-state.ts) says of a job: tracked, stalled by a `timeout`,
+ * still scheduled (due, its queue not checked since), who ran and failed it.
+ */
 export interface QlessMarks extends RunMarks {
   tracked?: boolean;
   stalled?: boolean;
+  scheduled?: boolean;
 }
+
+/** The job's qless state, with the marks the gateway keeps that the store's state does not say. */
+export const qlessStateOf = (job: Job, marks: Pick<QlessMarks, "stalled" | "scheduled">): string =>
+  marks.stalled ? "stalled" : marks.scheduled ? "scheduled" : QLESS_STATE[job.state];
 
 /** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
 export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unknown> {
@@ -61,7 +69,7 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     // qless blanks the queue of a job that completed for good.
     queue: job.state === "completed" ? "" : job.queue,
     // qless's timeout leaves a job `stalled`, lock gone and worker kept, until it is popped again.
-    state: marks.stalled ? "stalled" : QLESS_STATE[job.state],
+    state: qlessStateOf(job, marks),
     worker,
     tracked: marks.tracked ?? false,
     priority: job.priority,
@@ -94,6 +102,12 @@ function failureOf(job: Job, marks: QlessMarks): QlessFailure | Record<string, n
   return { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" };
 }
 
+/** A job's state as qless would name it on this backend (qlessStateOf with the gateway's marks). */
+export const stateIn =
+  (settings: QlessSettings, backend: Backend) =>
+  (job: Job): string =>
+    qlessStateOf(job, { stalled: settings.timeouts.stalled(backend, job), scheduled: settings.promotions.stillScheduled(backend, job) });
+
 /** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
 export const forgotten = (job: Job) => job.state === "canceled";
 
@@ -106,6 +120,7 @@ export const viewOf =
     qlessJob(job, {
       tracked: settings.tracked.has(backend, job.queue, job.id),
       stalled: settings.timeouts.stalled(backend, job),
+      scheduled: settings.promotions.stillScheduled(backend, job),
       ...settings.runs.of(backend, job),
     });
 

@@ -60,7 +60,8 @@ async function findJob(backend: Backend, queue: string, jid: string, command: Wo
 
 /**
  * Runs a worker's command; when the store refuses it because the job is missing, not running, or held
- * by another worker, answers qless's error for it, checked in job.lua's order.
+ * by another worker, answers qless's error for it, checked in job.lua's order. `stateOf` names a
+ * job's state as qless would (the store's, unless the gateway knows better: see qlessStateOf).
  */
 export async function asWorker<T>(
   backend: Backend,
@@ -69,6 +70,7 @@ export async function asWorker<T>(
   jid: string,
   worker: string,
   run: () => Promise<T>,
+  stateOf: (job: Job) => string = (job) => QLESS_STATE[job.state],
 ): Promise<T> {
   try {
     return await run();
@@ -79,7 +81,7 @@ export async function asWorker<T>(
     const refuse = (text: string) => new QlessCommandError(command.toLowerCase(), `${command}(): Job ${jid}${text}`, { cause: error });
     // qless forgets a canceled job.
     if (!job || job.state === "canceled") throw refuse(words.missing);
-    if (job.state !== "active") throw refuse(`${words.notRunning}${QLESS_STATE[job.state]}`);
+    if (job.state !== "active") throw refuse(`${words.notRunning}${stateOf(job)}`);
     const holder = job.lease?.worker ?? "";
     if (holder !== worker) throw refuse(`${words.otherWorker}${holder}`);
     if (job.queue !== queue) throw refuse(` running in another queue: ${job.queue}`);

@@ -1,6 +1,15 @@
 import { QlessCommandError } from "@switchyard/core";
 import { QlessChannels, qlessLog } from "./qless-channels.js";
-import { QlessCompleted, QlessGrace, QlessQueues, QlessRuns, QlessTimeouts, QlessTracked, QlessWorkers } from "./qless-state.js";
+import {
+  QlessCompleted,
+  QlessGrace,
+  QlessPromotions,
+  QlessQueues,
+  QlessRuns,
+  QlessTimeouts,
+  QlessTracked,
+  QlessWorkers,
+} from "./qless-state.js";
 
 /** qless's own defaults (qless-core's Qless.config.defaults), answered until a setting is made. */
 const QLESS_DEFAULTS: Readonly<Record<string, string | number>> = {
@@ -36,6 +45,7 @@ export class QlessSettings {
   readonly completed = new QlessCompleted();
   readonly runs = new QlessRuns();
   readonly queues = new QlessQueues();
+  readonly promotions = new QlessPromotions();
   /** qless's pub/sub: what the translated commands publish (qless-channels.ts). */
   readonly channels = new QlessChannels(this.tracked);
 

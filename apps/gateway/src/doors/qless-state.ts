@@ -124,6 +124,39 @@ export class QlessQueues {
   }
 }
 
+/**
+ * qless's scheduled jobs that a store calls waiting. qless makes a queue's due scheduled jobs waiting
+ * only in a pop, a peek, a `jobs scheduled` listing or a count of the queue (queue.lua's
+ * check_scheduled), so until one of those runs, a job whose delay has passed is still `scheduled` there
+ * and a worker's command on it is refused as on a scheduled job; a core store calls it waiting (and
+ * forgets its due time) as soon as it is due. So the due time of each job a qless door put or retried
+ * with a delay is kept here, and each queue's last check; a check makes every job due by then waiting
+ * (qless's pop and peek make at most `count` of them waiting).
+ */
+export class QlessPromotions {
+  readonly #due = new WeakMap<Backend, Map<string, number>>();
+  readonly #checked = new WeakMap<Backend, Map<string, number>>();
+
+  /** A qless door put or retried the job to run at `due` (ms, the caller's clock), or at once (null). */
+  scheduled(backend: Backend, queue: string, jid: string, due: number | null): void {
+    if (due !== null) setNewest(perBackend(this.#due, backend), keyOf(queue, jid), due);
+    else this.#due.get(backend)?.delete(keyOf(queue, jid));
+  }
+
+  /** A command that runs check_scheduled ran on `queue` at `now` (ms, the caller's clock). */
+  checked(backend: Backend, queue: string, now: number): void {
+    const checked = perBackend(this.#checked, backend);
+    setNewest(checked, queue, Math.max(now, checked.get(queue) ?? Number.NEGATIVE_INFINITY));
+  }
+
+  /** Whether qless would still call this job `scheduled`: its store calls it waiting, and no check of its queue came since it was due. */
+  stillScheduled(backend: Backend, job: Job): boolean {
+    const due = this.#due.get(backend)?.get(keyOf(job.queue, job.id));
+    if (due === undefined || job.state !== "waiting") return false;
+    return due > (this.#checked.get(backend)?.get(job.queue) ?? Number.NEGATIVE_INFINITY);
+  }
+}
+
 /** A qless failure record, as job.lua writes the job's `failure` field. */
 export interface QlessFailure {
   group: string;

@@ -19,11 +19,12 @@ import {
   prepareAdvance,
   refuseTimedOut,
   remainingRetries,
+  stateIn,
   unsupported,
   viewOf,
 } from "./qless-jobs.js";
 import { popJobs, renewLock } from "./qless-locks.js";
-import { QLESS_STATE, asWorker } from "./qless-refusals.js";
+import { asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import { STORE_COMMANDS } from "./qless-store-commands.js";
 
@@ -45,6 +46,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // held here as well is a move a failure left half done, which this put finishes). The store's
     // JobLookup names the queues holding it, on each put.
     const there = await elsewhere(backend, queue, jid);
+    settings.promotions.scheduled(backend, queue, jid, fresh.delay ? callerClock.now() + fresh.delay : null);
     if (there) {
       notes.mayMoveFrom?.(there.queue);
       await moveJob(backend, there, queue, putInput(args, there), await backend.get(queue, jid));
@@ -63,15 +65,21 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const worker = required("pop", "Pop", args, 1, "worker");
     // qless has no default count: a pop or peek without one is its error, not one job.
     const count = numeric("pop", "Pop", args[2], "count");
+    const now = callerClock.now();
     const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
     for (const job of jobs) settings.runs.popped(backend, job);
-    // qless notes the worker as seen (`workers`) unless the queue is paused; a pop that got a job was not.
-    if (jobs.length > 0 || !(await backend.isPaused(queue))) settings.workers.seen(backend, worker, callerClock.now());
+    // Unless the queue is paused (a pop that got a job was not), qless notes the worker as seen
+    // (`workers`) and makes the queue's due scheduled jobs waiting.
+    if (jobs.length > 0 || !(await backend.isPaused(queue))) {
+      settings.workers.seen(backend, worker, now);
+      settings.promotions.checked(backend, queue, now);
+    }
     return jobList(jobs, viewOf(settings, backend));
   },
   async peek(backend, queue, args, settings) {
     const count = numeric("peek", "Peek", args[1], "count");
     if (count < 1) return {};
+    settings.promotions.checked(backend, queue, callerClock.now());
     // qless's order, the claim order: higher priority first, then the earlier put.
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
     return jobList(waiting.slice(0, Math.floor(count)), viewOf(settings, backend));
@@ -82,7 +90,15 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const advance = advanceOf(args);
     const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance));
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
-    const job = await asWorker(backend, queue, "Complete", jid, worker, () => backend.complete(queue, jid, { worker }));
+    const job = await asWorker(
+      backend,
+      queue,
+      "Complete",
+      jid,
+      worker,
+      () => backend.complete(queue, jid, { worker }),
+      stateIn(settings, backend),
+    );
     settings.channels.tellTracked(backend, queue, jid, "completed");
     settings.runs.completed(backend, queue, jid);
     if (moveOn) {
@@ -105,8 +121,14 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const group = required("fail", "Fail", args, 2, "group");
     const message = required("fail", "Fail", args, 3, "message");
     await refuseTimedOut(backend, queue, jid, "Fail", settings);
-    await asWorker(backend, queue, "Fail", jid, worker, () =>
-      backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
+    await asWorker(
+      backend,
+      queue,
+      "Fail",
+      jid,
+      worker,
+      () => backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
+      stateIn(settings, backend),
     );
     settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, failedBy: worker });
     settings.channels.publish("ql:log", qlessLog.failed(jid, worker, group, message), queue);
@@ -117,8 +139,14 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
     const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
     await refuseTimedOut(backend, queue, jid, "Heartbeat", settings);
-    const job = await asWorker(backend, queue, "Heartbeat", jid, worker, () =>
-      renewLock(backend, queue, jid, worker, settings.lockMs(queue)),
+    const job = await asWorker(
+      backend,
+      queue,
+      "Heartbeat",
+      jid,
+      worker,
+      () => renewLock(backend, queue, jid, worker, settings.lockMs(queue)),
+      stateIn(settings, backend),
     );
     settings.workers.seen(backend, worker, callerClock.now());
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
@@ -156,9 +184,17 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const group = args[4] === undefined ? exhaustedGroup(queue) : String(args[4]);
     const message = args[5] === undefined ? exhaustedMessage(queue) : String(args[5]);
     const retryDelay = Math.max(0, Math.round(delay * 1000));
-    const job = await asWorker(backend, queue, "Retry", jid, worker, () =>
-      backend.fail(queue, jid, { worker, error: { group, message }, retryDelay }),
+    const job = await asWorker(
+      backend,
+      queue,
+      "Retry",
+      jid,
+      worker,
+      () => backend.fail(queue, jid, { worker, error: { group, message }, retryDelay }),
+      stateIn(settings, backend),
     );
+    const due = job.state === "delayed" ? job.runAt : null;
+    settings.promotions.scheduled(backend, queue, jid, due);
     // Given a reason, qless records it as the job's failure, whether it retries or fails for good;
     // without one, only running out of retries writes a failure (the store's, in qless's words).
     const exhausted = job.state === "failed";
@@ -228,7 +264,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
         (await everyJob(backend, queue, "active")).filter(
           (job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) <= now && !settings.timeouts.stalled(backend, job),
         ),
-      scheduled: () => everyJob(backend, queue, "delayed"),
+      scheduled: () => {
+        settings.promotions.checked(backend, queue, now);
+        return everyJob(backend, queue, "delayed");
+      },
       depends: () => everyJob(backend, queue, "blocked"),
       // Recurring jobs are qless's own; no other store has them.
       recurring: async () => [],
@@ -236,12 +275,12 @@ const JOB_COMMANDS: Record<string, Handler> = {
     if (!Object.hasOwn(listed, type)) throw qlessError("jobs", `Jobs(): Unknown type "${type}"`);
     return (await listed[type]!()).slice(offset, offset + count).map((job) => job.id);
   },
-  async depends(backend, queue, args) {
+  async depends(backend, queue, args, settings) {
     // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
     // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
     const jid = String(args[0] ?? "");
     const job = jid === "" ? null : await backend.get(queue, jid);
-    const state = job && !forgotten(job) ? QLESS_STATE[job.state] : "false";
+    const state = job && !forgotten(job) ? stateIn(settings, backend)(job) : "false";
     if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
     throw new UnsupportedError(
       `qless depends on/off needs a backend whose dependencies can change after enqueue; queue ${queue} is on ${backend.kind}, which fixes them at enqueue`,
@@ -260,6 +299,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
 };
 
 async function queueCounts(backend: Backend, queue: string, settings: QlessSettings) {
+  settings.promotions.checked(backend, queue, callerClock.now());
   const counts = await backend.counts(queue);
   const active = await everyJob(backend, queue, "active");
   // A job `timeout` took counts as waiting, as qless puts it back in the queue's work.
