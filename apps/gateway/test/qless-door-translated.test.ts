@@ -308,6 +308,45 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("history lists every put, pop, failure and completion the doors made, trimmed to max-job-history as qless trims it", async () => {
+    const started = Math.floor(Date.now() / 1000);
+    const historyOf = async (r: ReturnType<typeof run>, name: string) => {
+      const { history } = (await r.qless("get", [r.jid(name)])).body.reply as { history: Array<Record<string, unknown>> };
+      return history.map(({ when, ...rest }) => {
+        expect(when).toBeGreaterThanOrEqual(started);
+        return rest;
+      });
+    };
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {}, "retries", 2);
+      await r.qless("pop", [r.queue, "w1", 1]);
+      await r.qless("fail", [r.jid("job"), "w1", "group", "message", "{}"]);
+      await put(r, "job", "K", {});
+      await r.qless("pop", [r.queue, "w2", 1]);
+      await r.qless("retry", [r.jid("job"), r.queue, "w2", 0]);
+      await r.qless("pop", [r.queue, "w3", 1]);
+      await r.qless("complete", [r.jid("job"), "w3", r.queue, "{}"]);
+      const ran = await historyOf(r, "job");
+      await r.qless("config.set", ["max-job-history", 3]);
+      for (let i = 0; i < 6; i++) await put(r, "reput", "K", {});
+      const reputs = (await historyOf(r, "reput")).length;
+      await r.qless("config.unset", ["max-job-history"]);
+      return { ran, reputs };
+    });
+    expect(seen).toEqual({
+      ran: [
+        { what: "put", q: "<queue>" },
+        { what: "popped", worker: "w1" },
+        { what: "failed", worker: "w1", group: "group" },
+        { what: "put", q: "<queue>" },
+        { what: "popped", worker: "w2" },
+        { what: "popped", worker: "w3" },
+        { what: "done" },
+      ],
+      reputs: 3,
+    });
+  });
+
   it("complete, fail, retry and heartbeat of a job not in the worker's hands answer qless's own words, in job.lua's order", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "job", "K", {});

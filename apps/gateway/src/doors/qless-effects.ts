@@ -17,6 +17,7 @@ import type { QlessSettings } from "./qless-settings.js";
  */
 export function tellPut(settings: QlessSettings, backend: Backend, queue: string, jid: string, worker: string, before: Job | null): void {
   settings.queues.put(backend, queue);
+  settings.history.put(backend, queue, jid, callerClock.now(), settings.maxJobHistory(), before);
   settings.channels.publish("ql:log", qlessLog.put(jid, queue), queue);
   const holder = before?.state === "active" ? (before.lease?.worker ?? "") : "";
   if (before && holder !== "" && holder !== worker) settings.channels.lockLost(before.queue, jid, holder);
@@ -27,6 +28,11 @@ export function tellPut(settings: QlessSettings, backend: Backend, queue: string
   settings.channels.tellTracked(backend, queue, jid, "put");
 }
 
+/** An entry of qless's history for a move of `job` (as it stands after it) the doors made, at the caller's now. */
+export function logHistory(settings: QlessSettings, backend: Backend, job: Job, entry: { what: string; [detail: string]: unknown }): void {
+  settings.history.add(backend, job, callerClock.now(), settings.maxJobHistory(), entry);
+}
+
 /**
  * A cancel of `job` (as it was before): qless tells the log with the worker that held it ("" when none
  * did), that worker, and `ql:canceled` when it is tracked. A completed job is not canceled by qless,
@@ -34,6 +40,7 @@ export function tellPut(settings: QlessSettings, backend: Backend, queue: string
  */
 export function tellCanceled(settings: QlessSettings, backend: Backend, job: Job): void {
   if (job.state === "completed") return;
+  settings.history.forget(backend, job.queue, job.id);
   const worker = job.state === "active" ? (job.lease?.worker ?? "") : "";
   const message = qlessLog.canceled(job.id, job.queue, worker);
   settings.channels.publish("ql:log", message, job.queue);

@@ -14,6 +14,7 @@ import {
 } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { type Advance, type QlessArgs, luaList, putInput, qlessError, seconds } from "./qless-args.js";
+import type { QlessHistoryEntry } from "./qless-history.js";
 import { QLESS_STATE, type WorkerCommand, notRunning } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import type { QlessFailure, RunMarks } from "./qless-state.js";
@@ -46,6 +47,8 @@ export interface QlessMarks extends RunMarks {
   tracked?: boolean;
   stalled?: boolean;
   scheduled?: boolean;
+  /** The history qless would show, kept by the doors (qless-history.ts); else it is rebuilt from the job's timestamps. */
+  history?: QlessHistoryEntry[];
 }
 
 /** The job's qless state, with the marks the gateway keeps that the store's state does not say. */
@@ -55,14 +58,6 @@ export const qlessStateOf = (job: Job, marks: Pick<QlessMarks, "stalled" | "sche
 /** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
 export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unknown> {
   const worker = job.lease?.worker ?? "";
-  const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
-  if (job.startedAt !== null)
-    history.push({ when: seconds(job.startedAt), what: "popped", worker: job.lease?.worker ?? marks.popper ?? "" });
-  if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
-  if (job.finishedAt !== null && job.state === "failed") {
-    const failedBy = marks.failedBy === undefined ? {} : { worker: marks.failedBy };
-    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "", ...failedBy });
-  }
   return {
     jid: job.id,
     klass: job.name,
@@ -79,12 +74,25 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     remaining: marks.exhausted ? -1 : remainingRetries(job),
     data: JSON.stringify(job.data),
     tags: luaList(job.tags),
-    history,
+    history: marks.history ?? historyOf(job, marks),
     failure: failureOf(job, marks),
     spawned_from_jid: false,
     dependents: {},
     dependencies: luaList(job.dependsOn),
   };
+}
+
+/** A job's history rebuilt from its timestamps: its put, its last run, its end. */
+function historyOf(job: Job, marks: QlessMarks): Array<Record<string, unknown>> {
+  const history: Array<Record<string, unknown>> = [{ when: seconds(job.createdAt), q: job.queue, what: "put" }];
+  if (job.startedAt !== null)
+    history.push({ when: seconds(job.startedAt), what: "popped", worker: job.lease?.worker ?? marks.popper ?? "" });
+  if (job.finishedAt !== null && job.state === "completed") history.push({ when: seconds(job.finishedAt), what: "done" });
+  if (job.finishedAt !== null && job.state === "failed") {
+    const failedBy = marks.failedBy === undefined ? {} : { worker: marks.failedBy };
+    history.push({ when: seconds(job.finishedAt), what: "failed", group: job.error?.group ?? "", ...failedBy });
+  }
+  return history;
 }
 
 /**
@@ -121,6 +129,7 @@ export const viewOf =
       tracked: settings.tracked.has(backend, job.queue, job.id),
       stalled: settings.timeouts.stalled(backend, job),
       scheduled: settings.promotions.stillScheduled(backend, job),
+      history: settings.history.of(backend, job),
       ...settings.runs.of(backend, job),
     });
 

@@ -1,6 +1,7 @@
 import { type Backend, InvalidStateError, type Job, LeaseLostError, NotFoundError } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { qlessLog } from "./qless-channels.js";
+import { logHistory } from "./qless-effects.js";
 import { exhaustedGroup, exhaustedMessage } from "./qless-jobs.js";
 import type { QlessSettings } from "./qless-settings.js";
 
@@ -58,6 +59,7 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
     const worker = job.lease?.worker ?? "";
     if (graceMs <= 0 || !settings.grace.given(backend, job)) {
       settings.channels.tellTracked(backend, queue, job.id, "stalled");
+      logHistory(settings, backend, job, { what: "timed-out" });
       settings.channels.lockLost(queue, job.id, worker);
       if (graceMs > 0) {
         const kept = await gone(renewLock(backend, queue, job.id, worker, graceMs));
@@ -70,6 +72,7 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
       const [group, message] = [exhaustedGroup(queue), exhaustedMessage(queue)];
       const failed = await gone(backend.fail(queue, job.id, { worker, error: { group, message }, retry: false }));
       if (!failed) continue;
+      logHistory(settings, backend, failed, { what: "failed", group });
       settings.channels.tellTracked(backend, queue, job.id, "failed");
       settings.channels.publish("ql:log", qlessLog.failed(job.id, worker, group, message), queue);
     } else if ((job.lease?.expiresAt ?? 0) >= now) {

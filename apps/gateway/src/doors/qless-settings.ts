@@ -1,5 +1,6 @@
 import { QlessCommandError } from "@switchyard/core";
 import { QlessChannels, qlessLog } from "./qless-channels.js";
+import { QlessHistory } from "./qless-history.js";
 import {
   QlessCompleted,
   QlessGrace,
@@ -46,6 +47,7 @@ export class QlessSettings {
   readonly runs = new QlessRuns();
   readonly queues = new QlessQueues();
   readonly promotions = new QlessPromotions();
+  readonly history = new QlessHistory();
   /** qless's pub/sub: what the translated commands publish (qless-channels.ts). */
   readonly channels = new QlessChannels(this.tracked);
 
@@ -72,6 +74,12 @@ export class QlessSettings {
   maxConcurrency(queue: string): number {
     const limit = Number(this.#value(`${queue}-max-concurrency`) ?? 0);
     return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0;
+  }
+
+  /** How many entries of a job's history qless keeps (`max-job-history`, 100 when unset); 0 or less: all. */
+  maxJobHistory(): number {
+    const count = Number(this.#value("max-job-history") ?? 100);
+    return Number.isFinite(count) ? Math.floor(count) : 100;
   }
 
   /** How many completed jobs qless keeps (`jobs-history-count`), and for how long (`jobs-history`, ms). */

@@ -4,7 +4,7 @@ import type { Backend, Job } from "@switchyard/core";
  * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
  * qless-redis (see QlessSettings, which holds one of each): the tracked jobs (`ql:tracked`), the
  * workers seen (`ql:workers`), the jobs a `timeout` took from their worker (qless's `stalled`
- * state), the queues jobs were put in (`ql:queues`), and who ran and failed each job. One set per backend and per gateway process, in memory:
+ * state), the queues jobs were put in (`ql:queues`), and who ran and failed each job (and, in qless-history.ts, each job's history). One set per backend and per gateway process, in memory:
  * not shared with other gateways, not kept across a restart. A job is named by its queue and jid, since a jid is unique per queue on
  * these stores.
  */
@@ -12,9 +12,9 @@ import type { Backend, Job } from "@switchyard/core";
 /** The most entries one backend's registry keeps; the oldest go first (qless's keys have no bound). */
 const MOST_ENTRIES = 100_000;
 
-const keyOf = (queue: string, jid: string) => `${queue}\u0000${jid}`;
+export const keyOf = (queue: string, jid: string) => `${queue}\u0000${jid}`;
 
-function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: Backend): Map<string, T> {
+export function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: Backend): Map<string, T> {
   let map = maps.get(backend);
   if (!map) {
     map = new Map();
@@ -24,14 +24,14 @@ function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: Backend)
 }
 
 /** Adds an entry as the newest, dropping the oldest beyond MOST_ENTRIES. */
-function setNewest<T>(map: Map<string, T>, key: string, value: T): void {
+export function setNewest<T>(map: Map<string, T>, key: string, value: T): void {
   map.delete(key);
   map.set(key, value);
   if (map.size > MOST_ENTRIES) map.delete(map.keys().next().value as string);
 }
 
 /** Takes a job's entry from its old queue's key to its new one (qless's jids are global), as the newest. */
-function moveEntry<T>(map: Map<string, T> | undefined, from: string, to: string, jid: string, moved: (value: T) => T): void {
+export function moveEntry<T>(map: Map<string, T> | undefined, from: string, to: string, jid: string, moved: (value: T) => T): void {
   const value = map?.get(keyOf(from, jid));
   if (!map || value === undefined) return;
   map.delete(keyOf(from, jid));

@@ -3,7 +3,7 @@ import { UnsupportedError } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { againAsNew } from "./native-actions.js";
 import { type Arg, listRange, luaList, luaNumber, putInput, qlessError, wrongArgs } from "./qless-args.js";
-import { tellPut } from "./qless-effects.js";
+import { logHistory, tellPut } from "./qless-effects.js";
 import {
   type Handler,
   activeJobs,
@@ -111,7 +111,9 @@ export const STORE_COMMANDS: Record<string, Handler> = {
       jobs.push(job);
     }
     for (const job of jobs) {
-      settings.timeouts.mark(backend, await expireLease(backend, job));
+      const expired = await expireLease(backend, job);
+      settings.timeouts.mark(backend, expired);
+      logHistory(settings, backend, expired, { what: "timed-out" });
       settings.channels.lockLost(job.queue, job.id, job.lease?.worker ?? "");
     }
     return null;

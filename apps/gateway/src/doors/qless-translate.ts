@@ -2,7 +2,7 @@ import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switch
 import { callerClock } from "../caller-clock.js";
 import { type QlessArgs, advanceOf, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
 import { qlessLog } from "./qless-channels.js";
-import { expireCompleted, tellCanceled, tellPut } from "./qless-effects.js";
+import { expireCompleted, logHistory, tellCanceled, tellPut } from "./qless-effects.js";
 import {
   type Handler,
   type TranslatedNotes,
@@ -67,7 +67,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const count = numeric("pop", "Pop", args[2], "count");
     const now = callerClock.now();
     const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
-    for (const job of jobs) settings.runs.popped(backend, job);
+    for (const job of jobs) {
+      settings.runs.popped(backend, job);
+      logHistory(settings, backend, job, { what: "popped", worker });
+    }
     // Unless the queue is paused (a pop that got a job was not), qless notes the worker as seen
     // (`workers`) and makes the queue's due scheduled jobs waiting.
     if (jobs.length > 0 || !(await backend.isPaused(queue))) {
@@ -101,9 +104,11 @@ const JOB_COMMANDS: Record<string, Handler> = {
     );
     settings.channels.tellTracked(backend, queue, jid, "completed");
     settings.runs.completed(backend, queue, jid);
+    logHistory(settings, backend, job, { what: "done" });
     if (moveOn) {
       settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, moveOn.next), queue);
       settings.queues.put(backend, moveOn.next);
+      settings.history.put(backend, moveOn.next, jid, callerClock.now(), settings.maxJobHistory(), job);
       await moveOn.finish(job);
       if (moveOn.next !== queue) {
         settings.tracked.moved(backend, queue, moveOn.next, jid);
@@ -121,7 +126,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const group = required("fail", "Fail", args, 2, "group");
     const message = required("fail", "Fail", args, 3, "message");
     await refuseTimedOut(backend, queue, jid, "Fail", settings);
-    await asWorker(
+    const failed = await asWorker(
       backend,
       queue,
       "Fail",
@@ -130,6 +135,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       () => backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
       stateIn(settings, backend),
     );
+    logHistory(settings, backend, failed, { what: "failed", worker, group });
     settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, failedBy: worker });
     settings.channels.publish("ql:log", qlessLog.failed(jid, worker, group, message), queue);
     settings.channels.tellTracked(backend, queue, jid, "failed");
@@ -198,6 +204,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // Given a reason, qless records it as the job's failure, whether it retries or fails for good;
     // without one, only running out of retries writes a failure (the store's, in qless's words).
     const exhausted = job.state === "failed";
+    if (exhausted) logHistory(settings, backend, job, { what: "failed", group });
+    else settings.history.saw(backend, job);
     if (args[4] !== undefined && args[5] !== undefined) {
       settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, exhausted });
     } else if (exhausted) settings.runs.failed(backend, queue, jid, { exhausted });

@@ -1,0 +1,95 @@
+import type { Backend, Job } from "@switchyard/core";
+import { keyOf, moveEntry, perBackend, setNewest } from "./qless-state.js";
+
+/** A history entry as qless shows it: when (whole seconds), what happened, and its details (`q`, `worker`, `group`). */
+export interface QlessHistoryEntry {
+  when: number;
+  what: string;
+  [detail: string]: unknown;
+}
+
+/** Where a job stands, coarsely: a kept history is shown only while the job still stands where the doors left it. */
+type Standing = { state: "pending" | "active" | "completed" | "failed" | "canceled"; attempts: number | null };
+
+interface KeptHistory {
+  entries: QlessHistoryEntry[];
+  after: Standing;
+}
+
+const standingOf = (job: Job): Standing => {
+  const pending = job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
+  return { state: pending ? "pending" : (job.state as Standing["state"]), attempts: job.attempts };
+};
+
+/**
+ * qless's history of the jobs a qless door put. job.lua appends an entry at each put, pop, completion,
+ * failure and lost lock, keeping the first and the newest entries up to `max-job-history`; a core store
+ * keeps only the job's timestamps, from which qlessJob rebuilds a history of its last run. So the
+ * entries of each job put through the doors are kept here, in memory, and shown while the job stands
+ * where the doors' last change left it (its state, and its runs when known); a job changed another way
+ * since (run by another door or a native worker) is shown by its timestamps again.
+ */
+export class QlessHistory {
+  readonly #jobs = new WeakMap<Backend, Map<string, KeptHistory>>();
+
+  /**
+   * A put of `jid` into `queue` (a move, when `before` is in another queue). A history starts at a job's
+   * first put; a job put again keeps its history only if it has one here.
+   */
+  put(backend: Backend, queue: string, jid: string, now: number, mostEntries: number, before: Job | null): void {
+    const jobs = perBackend(this.#jobs, backend);
+    if (before && before.queue !== queue) moveEntry(jobs, before.queue, queue, jid, (kept) => kept);
+    const kept = jobs.get(keyOf(queue, jid));
+    if (before && !kept) return;
+    // A new job under a jid seen before (the old one gone) starts afresh.
+    const entries = before ? (kept?.entries ?? []) : [];
+    setNewest(jobs, keyOf(queue, jid), {
+      entries: appended(entries, { when: seconds(now), what: "put", q: queue }, mostEntries),
+      after: { state: "pending", attempts: null },
+    });
+  }
+
+  /** An entry for a move of `job` (as it stands after it) that the doors made: popped, done, failed, timed-out. */
+  add(backend: Backend, job: Job, now: number, mostEntries: number, entry: { what: string; [detail: string]: unknown }): void {
+    const jobs = this.#jobs.get(backend);
+    const kept = jobs?.get(keyOf(job.queue, job.id));
+    if (!jobs || !kept) return;
+    setNewest(jobs, keyOf(job.queue, job.id), {
+      entries: appended(kept.entries, { when: seconds(now), ...entry }, mostEntries),
+      after: standingOf(job),
+    });
+  }
+
+  /** A change of `job` the doors made that adds no entry (a retry given back): it stands as it is now. */
+  saw(backend: Backend, job: Job): void {
+    const kept = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
+    if (kept) kept.after = standingOf(job);
+  }
+
+  /** The job's history, when it stands where the doors left it. */
+  of(backend: Backend, job: Job): QlessHistoryEntry[] | undefined {
+    const kept = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
+    if (!kept) return undefined;
+    const now = standingOf(job);
+    const same = kept.after.state === now.state && (kept.after.attempts === null || kept.after.attempts === now.attempts);
+    return same ? kept.entries : undefined;
+  }
+
+  forget(backend: Backend, queue: string, jid: string): void {
+    this.#jobs.get(backend)?.delete(keyOf(queue, jid));
+  }
+}
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/**
+ * The entries with one more, trimmed first as job.lua trims them: the first entry is kept, then the
+ * list is cut to its last `most - 2` (Redis's LTRIM from -most+2: with `most` 2 nothing is cut), so
+ * at most `most` remain; `most` 0 or less keeps everything.
+ */
+function appended(entries: QlessHistoryEntry[], entry: QlessHistoryEntry, most: number): QlessHistoryEntry[] {
+  if (most <= 0 || entries.length === 0) return [...entries, entry];
+  const [first, ...rest] = entries;
+  const start = -most + 2 < 0 ? Math.max(0, rest.length - most + 2) : -most + 2;
+  return [first as QlessHistoryEntry, ...rest.slice(start), entry];
+}
