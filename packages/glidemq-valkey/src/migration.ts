@@ -130,7 +130,8 @@ function heldAsWritten(queue: string, p: ImportPlan, stateNow: string | undefine
 
 /**
  * Writes each job unless its id exists (so an interrupted migration resumes); validates all first.
- * One script call per chunk writes its jobs in order and answers each as then stored (`held`).
+ * One script call per chunk writes its jobs in order and answers what the queue then holds of each
+ * (`held`): a job it wrote as its plan (heldAsWritten), one it had already as read from the store.
  */
 export async function importJobs(client: RedisClient, queue: string, keys: QueueKeys, jobs: Job[]): Promise<ImportResult> {
   const plans = jobs.map((job) => {

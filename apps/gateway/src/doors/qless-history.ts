@@ -42,11 +42,8 @@ export class QlessHistory {
     const kept = jobs.get(keyOf(queue, jid));
     if (before && !kept) return;
     // A new job under a jid seen before (the old one gone) starts afresh.
-    const entries = before ? (kept?.entries ?? []) : [];
-    setNewest(jobs, keyOf(queue, jid), {
-      entries: appended(entries, { when: seconds(now), what: "put", q: queue }, mostEntries),
-      after: { state: "pending", attempts: null },
-    });
+    const entries = appended(before ? (kept?.entries ?? []) : [], { when: seconds(now), what: "put", q: queue }, mostEntries);
+    setNewest(jobs, keyOf(queue, jid), { entries, after: { state: "pending", attempts: null } }, MOST_JOBS);
   }
 
   /** An entry for a move of `job` (as it stands after it) that the doors made: popped, done, failed, timed-out. */
@@ -54,10 +51,8 @@ export class QlessHistory {
     const jobs = this.#jobs.get(backend);
     const kept = jobs?.get(keyOf(job.queue, job.id));
     if (!jobs || !kept) return;
-    setNewest(jobs, keyOf(job.queue, job.id), {
-      entries: appended(kept.entries, { when: seconds(now), ...entry }, mostEntries),
-      after: standingOf(job),
-    });
+    const entries = appended(kept.entries, { when: seconds(now), ...entry }, mostEntries);
+    setNewest(jobs, keyOf(job.queue, job.id), { entries, after: standingOf(job) }, MOST_JOBS);
   }
 
   /** A change of `job` the doors made that adds no entry (a retry given back): it stands as it is now. */
@@ -79,6 +74,13 @@ export class QlessHistory {
     this.#jobs.get(backend)?.delete(keyOf(queue, jid));
   }
 }
+
+/**
+ * The jobs whose history is kept, the most recently changed first: a job's history holds up to
+ * `max-job-history` entries (100 by default), so this bounds the memory (about 100 bytes an entry);
+ * an older job's history is rebuilt from its timestamps.
+ */
+const MOST_JOBS = 10_000;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 

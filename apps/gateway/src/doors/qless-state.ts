@@ -24,10 +24,10 @@ export function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: B
 }
 
 /** Adds an entry as the newest, dropping the oldest beyond MOST_ENTRIES. */
-export function setNewest<T>(map: Map<string, T>, key: string, value: T): void {
+export function setNewest<T>(map: Map<string, T>, key: string, value: T, most = MOST_ENTRIES): void {
   map.delete(key);
   map.set(key, value);
-  if (map.size > MOST_ENTRIES) map.delete(map.keys().next().value as string);
+  if (map.size > most) map.delete(map.keys().next().value as string);
 }
 
 /** Takes a job's entry from its old queue's key to its new one (qless's jids are global), as the newest. */
