@@ -290,8 +290,9 @@ export function toImportRecord(job: Job, queue: string, defaultGroup: string): I
 }
 
 /**
- * A job's stored record as switchyard.import-many reads it back (held_record in 91-switchyard-write.lua):
- * klass, data, priority, state, time, the history entries in their stored form, the scheduled score.
+ * A job's stored record as switchyard.import-many reads a jid the queue held already (held_record in
+ * 91-switchyard-write.lua): klass, data, priority, state, time, the history entries in their stored form,
+ * the scheduled score.
  */
 export type StoredRecord = [string, string, string, string, string | null, string[], string | null];
 
