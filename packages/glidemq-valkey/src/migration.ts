@@ -11,7 +11,8 @@ interface ImportPlan {
   route: "stream" | "priority" | "lifo" | "scheduled" | "completed" | "failed" | "blocked";
   score: number;
   name: string;
-  fields: string[];
+  /** The job hash as written (HSET of its fields). */
+  fields: Record<string, string>;
   dependsOn: string[];
   /** The dedup id the job holds (its unique key), '' for none. */
   dedupId: string;
@@ -107,7 +108,7 @@ function plan(job: Job): ImportPlan {
     route,
     score,
     name: job.name,
-    fields: Object.entries(fields).flat(),
+    fields,
     dependsOn: job.dependsOn,
     dedupId: opts.deduplication?.id ?? "",
     createdAt: job.createdAt,
@@ -122,8 +123,7 @@ const IMPORT_CHUNK = 1000;
  * the state the script answered, when it changed it), a delayed job's score in `scheduled` the plan's.
  */
 function heldAsWritten(queue: string, p: ImportPlan, stateNow: string | undefined): Job {
-  const hash = flatToRecord(p.fields);
-  if (stateNow) hash.state = stateNow;
+  const hash = stateNow ? { ...p.fields, state: stateNow } : p.fields;
   const score = p.route === "scheduled" && hash.state === "delayed" ? String(p.score) : null;
   return toJob(queue, hash, score);
 }
@@ -150,7 +150,7 @@ export async function importJobs(client: RedisClient, queue: string, keys: Queue
       p.route,
       String(p.score),
       p.name,
-      JSON.stringify(p.fields),
+      JSON.stringify(Object.entries(p.fields).flat()),
       JSON.stringify(p.dependsOn),
       p.dedupId,
       String(p.createdAt),

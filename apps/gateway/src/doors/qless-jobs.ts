@@ -110,11 +110,17 @@ function failureOf(job: Job, marks: QlessMarks): QlessFailure | Record<string, n
   return { group: job.error.group ?? "", message: job.error.message, when: seconds(job.finishedAt ?? job.createdAt), worker: "" };
 }
 
+/** The marks of the gateway's that change a job's qless state: stalled by a `timeout`, still scheduled. */
+const stateMarks = (settings: QlessSettings, backend: Backend, job: Job) => ({
+  stalled: settings.timeouts.stalled(backend, job),
+  scheduled: settings.promotions.stillScheduled(backend, job),
+});
+
 /** A job's state as qless would name it on this backend (qlessStateOf with the gateway's marks). */
 export const stateIn =
   (settings: QlessSettings, backend: Backend) =>
   (job: Job): string =>
-    qlessStateOf(job, { stalled: settings.timeouts.stalled(backend, job), scheduled: settings.promotions.stillScheduled(backend, job) });
+    qlessStateOf(job, stateMarks(settings, backend, job));
 
 /** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
 export const forgotten = (job: Job) => job.state === "canceled";
@@ -127,8 +133,7 @@ export const viewOf =
   (job) =>
     qlessJob(job, {
       tracked: settings.tracked.has(backend, job.queue, job.id),
-      stalled: settings.timeouts.stalled(backend, job),
-      scheduled: settings.promotions.stillScheduled(backend, job),
+      ...stateMarks(settings, backend, job),
       history: settings.history.of(backend, job),
       ...settings.runs.of(backend, job),
     });
