@@ -45,8 +45,9 @@ function run(store: Store) {
     if (!jids.has(name)) jids.set(name, `${name}-${randomUUID().slice(0, 8)}`);
     return jids.get(name)!;
   };
-  const qless = async (command: string, args: Array<string | number>) => {
-    const res = await send(gateway, "POST", `/qless/${command}`, { queue, args });
+  /** One command, at the client's `now` (seconds) when given, else the gateway's clock. */
+  const qless = async (command: string, args: Array<string | number>, now?: number) => {
+    const res = await send(gateway, "POST", `/qless/${command}`, now === undefined ? { queue, args } : { queue, args, now });
     return { status: res.status, body: res.json };
   };
   /** Jids and the queue name in a common form, so the two stores' replies compare equal. */
@@ -344,6 +345,94 @@ describe("qless door: translated commands answer as qless's own script", () => {
         { what: "done" },
       ],
       reputs: 3,
+    });
+  });
+
+  it("stats counts waits, runs, lost locks and failures per queue and day as queue.lua does", async () => {
+    // Noon of a day, in the client's seconds: every command of the scenario runs on that day.
+    const noon = Math.floor(Date.now() / 86_400_000) * 86_400 - 86_400 * 3 + 43_200;
+    const seen = await sameOnBoth(async (r) => {
+      const at = (offset: number) => noon + offset;
+      // Put at distinct times (qless pops jobs put at the same time in reverse jid order), and every
+      // lock (60 s) released before it runs out.
+      for (const [i, name] of ["a", "b", "c"].entries()) await r.qless("put", ["client", r.queue, r.jid(name), "K", "{}", 0], at(i / 10));
+      await r.qless("pop", [r.queue, "w", 1], at(1));
+      await r.qless("pop", [r.queue, "w", 1], at(2.5));
+      await r.qless("pop", [r.queue, "w", 1], at(50));
+      await r.qless("complete", [r.jid("a"), "w", r.queue, "{}"], at(51));
+      await r.qless("fail", [r.jid("b"), "w", "group", "message", "{}"], at(52));
+      await r.qless("complete", [r.jid("c"), "w", r.queue, "{}"], at(105.5));
+      const beforeReput = (await r.qless("stats", [r.queue, noon], at(106))).body.reply;
+      // A failed job put again leaves the failed count of its failure's day; a lock that ran out is a retry.
+      await r.qless("put", ["client", r.queue, r.jid("b"), "K", "{}", 0], at(4000));
+      await r.qless("config.set", [`${r.queue}-heartbeat`, -10], at(4000));
+      await r.qless("pop", [r.queue, "w", 1], at(4001));
+      await r.qless("pop", [r.queue, "w", 1], at(4002));
+      await r.qless("config.unset", [`${r.queue}-heartbeat`], at(4002));
+      const after = (await r.qless("stats", [r.queue, noon + 3600], at(4003))).body.reply;
+      const otherDay = (await r.qless("stats", [r.queue, noon + 86_400], at(4003))).body.reply;
+      const badDate = (await r.qless("stats", [r.queue, "tomorrow"], at(4003))).body.error.message;
+      return { beforeReput, after, otherDay: [otherDay.wait.count, otherDay.failed], badDate };
+    });
+    const histogram = (slots: Record<number, number>) => Array.from({ length: 148 }, (_, i) => slots[i] ?? 0);
+    expect(seen).toMatchObject({
+      beforeReput: {
+        retries: 0,
+        failed: 1,
+        failures: 1,
+        // Slots: seconds 0-59, then minutes 1-59 (60-118), hours 1-23 (119-141), days 1-6.
+        wait: { count: 3, histogram: histogram({ 1: 1, 2: 1, 49: 1 }) },
+        run: { count: 2, histogram: histogram({ 50: 1, 55: 1 }) },
+      },
+      after: { retries: 1, failed: 0, failures: 1, wait: { count: 4 } },
+      otherDay: [0, 0],
+      badDate: 'Stats(): Arg "date" missing or not a number: tomorrow',
+    });
+    const { wait, run } = (seen as { beforeReput: Record<string, { mean: number; std: number }> }).beforeReput;
+    expect(wait?.mean).toBeCloseTo((1 + 2.4 + 49.8) / 3, 6);
+    expect(run?.mean).toBeCloseTo((50 + 55.5) / 2, 6);
+    expect(run?.std).toBeCloseTo(Math.sqrt(5.5 ** 2 / 2), 6);
+  });
+
+  it("log adds an entry with its data to the job's history; a job keeps the data text its put sent", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await r.qless("put", ["client", r.queue, r.jid("job"), "K", '{"foo": "bar",  "n": [1, 2]}', 0]);
+      const logged = (await r.qless("log", [r.jid("job"), "note", '{"by": "ops"}'])).body.reply;
+      const job = (await r.qless("get", [r.jid("job")])).body.reply;
+      // qless's jids are global: a put into another queue moves the job, keeping its history.
+      await r.qless("put", ["client", `${r.queue}-other`, r.jid("job"), "K", '{"foo": "baz"}', 0]);
+      // The door finds a job by the queue in the body: the one the job was moved to.
+      const moved = (await send(gateway, "POST", "/qless/get", { queue: `${r.queue}-other`, args: [r.jid("job")] })).json.reply;
+      const missing = (await r.qless("log", [r.jid("none"), "note"])).body.error.message;
+      const notJson = (await r.qless("log", [r.jid("job"), "note", "{oops"])).status;
+      const strip = (history: Array<Record<string, unknown>>) => history.map(({ when, ...rest }) => rest);
+      return {
+        logged,
+        data: job.data,
+        history: strip(job.history),
+        moved: [moved.data, moved.queue, strip(moved.history)],
+        missing,
+        notJson,
+      };
+    });
+    expect(seen).toEqual({
+      logged: null,
+      data: '{"foo": "bar",  "n": [1, 2]}',
+      history: [
+        { what: "put", q: "<queue>" },
+        { what: "note", by: "ops" },
+      ],
+      moved: [
+        '{"foo": "baz"}',
+        "<queue>-other",
+        [
+          { what: "put", q: "<queue>" },
+          { what: "note", by: "ops" },
+          { what: "put", q: "<queue>-other" },
+        ],
+      ],
+      missing: "Log(): Job <none> does not exist",
+      notJson: 400,
     });
   });
 

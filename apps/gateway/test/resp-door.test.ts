@@ -167,7 +167,10 @@ describe("the RESP door", () => {
     await expect(redis.evalsha(QLESS_SHA, 0, "jobs", now(), "running")).rejects.toThrow('Jobs(): Arg "queue" missing');
     // The workers the gateway saw pop, with the jobs they hold (w's only job is complete by now).
     expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "workers", now())) as string)).toContainEqual({ name: "w", jobs: 0, stalled: 0 });
-    await expect(redis.evalsha(QLESS_SHA, 0, "stats", now(), "wide", 0)).rejects.toThrow(
+    // The queue's statistics for today, as qless counts them: wide-1 waited once and ran once.
+    const stats = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "stats", now(), "wide", now())) as string);
+    expect(stats).toMatchObject({ retries: 0, failed: 0, failures: 0, wait: { count: 1 }, run: { count: 1 } });
+    await expect(redis.evalsha(QLESS_SHA, 0, "recur", now(), "wide", "wide-r", "K", "{}", "interval", 60, 0)).rejects.toThrow(
       /needs a qless-redis backend; queue wide is on workerqueue-sql/,
     );
   });

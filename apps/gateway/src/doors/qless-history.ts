@@ -14,6 +14,8 @@ type Standing = { state: "pending" | "active" | "completed" | "failed" | "cancel
 interface KeptHistory {
   entries: QlessHistoryEntry[];
   after: Standing;
+  /** The client's own text of the job's data at its last put, when it differs from JSON.stringify's. */
+  dataText?: { text: string; canonical: string };
 }
 
 const standingOf = (job: Job): Standing => {
@@ -23,11 +25,14 @@ const standingOf = (job: Job): Standing => {
 
 /**
  * qless's history of the jobs a qless door put. job.lua appends an entry at each put, pop, completion,
- * failure and lost lock, keeping the first and the newest entries up to `max-job-history`; a core store
- * keeps only the job's timestamps, from which qlessJob rebuilds a history of its last run. So the
- * entries of each job put through the doors are kept here, in memory, and shown while the job stands
- * where the doors' last change left it (its state, and its runs when known); a job changed another way
- * since (run by another door or a native worker) is shown by its timestamps again.
+ * failure, lost lock and `log`, keeping the first and the newest entries up to `max-job-history`; a
+ * core store keeps only the job's timestamps, from which qlessJob rebuilds a history of its last run.
+ * So the entries of each job put through the doors are kept here, in memory, and shown while the job
+ * stands where the doors' last change left it (its state, and its runs when known); a job changed
+ * another way since (run by another door or a native worker) is shown by its timestamps again.
+ * The data text the put sent is kept with them when it is spelled otherwise than JSON.stringify spells
+ * it (qless-py writes `{"foo": "bar"}`): qless hands the text back as it was given, a core store keeps
+ * the value.
  */
 export class QlessHistory {
   readonly #jobs = new WeakMap<Backend, Map<string, KeptHistory>>();
@@ -36,14 +41,14 @@ export class QlessHistory {
    * A put of `jid` into `queue` (a move, when `before` is in another queue). A history starts at a job's
    * first put; a job put again keeps its history only if it has one here.
    */
-  put(backend: Backend, queue: string, jid: string, now: number, mostEntries: number, before: Job | null): void {
+  put(backend: Backend, queue: string, jid: string, now: number, mostEntries: number, before: Job | null, dataText?: string): void {
     const jobs = perBackend(this.#jobs, backend);
     if (before && before.queue !== queue) moveEntry(jobs, before.queue, queue, jid, (kept) => kept);
     const kept = jobs.get(keyOf(queue, jid));
     if (before && !kept) return;
     // A new job under a jid seen before (the old one gone) starts afresh.
     const entries = appended(before ? (kept?.entries ?? []) : [], { when: seconds(now), what: "put", q: queue }, mostEntries);
-    setNewest(jobs, keyOf(queue, jid), { entries, after: { state: "pending", attempts: null } }, MOST_JOBS);
+    setNewest(jobs, keyOf(queue, jid), { entries, after: { state: "pending", attempts: null }, ...spelling(dataText) }, MOST_JOBS);
   }
 
   /** An entry for a move of `job` (as it stands after it) that the doors made: popped, done, failed, timed-out. */
@@ -52,7 +57,19 @@ export class QlessHistory {
     const kept = jobs?.get(keyOf(job.queue, job.id));
     if (!jobs || !kept) return;
     const entries = appended(kept.entries, { when: seconds(now), ...entry }, mostEntries);
-    setNewest(jobs, keyOf(job.queue, job.id), { entries, after: standingOf(job) }, MOST_JOBS);
+    setNewest(jobs, keyOf(job.queue, job.id), { ...kept, entries, after: standingOf(job) }, MOST_JOBS);
+  }
+
+  /**
+   * qless's `log`: an entry `{...data, what, when}` on the job's history. A job whose history is not
+   * kept here starts one from `shown`, the history it is shown with now.
+   */
+  log(backend: Backend, job: Job, now: number, mostEntries: number, shown: QlessHistoryEntry[], entry: Record<string, unknown>): void {
+    const jobs = perBackend(this.#jobs, backend);
+    const kept = jobs.get(keyOf(job.queue, job.id));
+    const current = kept && this.of(backend, job) ? kept : { entries: shown, after: standingOf(job) };
+    const entries = appended(current.entries, { ...entry, when: seconds(now) } as QlessHistoryEntry, mostEntries);
+    setNewest(jobs, keyOf(job.queue, job.id), { ...current, entries }, MOST_JOBS);
   }
 
   /** A change of `job` the doors made that adds no entry (a retry given back): it stands as it is now. */
@@ -70,6 +87,12 @@ export class QlessHistory {
     return same ? kept.entries : undefined;
   }
 
+  /** The data text the job's put sent, when the job stands where the doors left it and its data is still that. */
+  dataTextOf(backend: Backend, job: Job, canonical: string): string | undefined {
+    const kept = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
+    return kept?.dataText?.canonical === canonical && this.of(backend, job) ? kept.dataText.text : undefined;
+  }
+
   forget(backend: Backend, queue: string, jid: string): void {
     this.#jobs.get(backend)?.delete(keyOf(queue, jid));
   }
@@ -83,6 +106,20 @@ export class QlessHistory {
 const MOST_JOBS = 10_000;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/** Data texts longer than this are not kept (with their canonical text, MOST_JOBS of them stay under 21 MB). */
+const MOST_DATA_TEXT = 1024;
+
+/** The data text to keep beside a put's history: only a short one JSON.stringify would spell otherwise. */
+function spelling(text: string | undefined): Pick<KeptHistory, "dataText"> {
+  if (text === undefined || text.length > MOST_DATA_TEXT) return {};
+  try {
+    const canonical = JSON.stringify(JSON.parse(text));
+    return canonical === text ? {} : { dataText: { text, canonical } };
+  } catch {
+    return {};
+  }
+}
 
 /**
  * The entries with one more, trimmed first as job.lua trims them: the first entry is kept, then the

@@ -49,6 +49,8 @@ export interface QlessMarks extends RunMarks {
   scheduled?: boolean;
   /** The history qless would show, kept by the doors (qless-history.ts); else it is rebuilt from the job's timestamps. */
   history?: QlessHistoryEntry[];
+  /** The data's text as the client spelled it, given its JSON.stringify text (qless-history.ts). */
+  dataText?: (canonical: string) => string | undefined;
 }
 
 /** The job's qless state, with the marks the gateway keeps that the store's state does not say. */
@@ -58,6 +60,7 @@ export const qlessStateOf = (job: Job, marks: Pick<QlessMarks, "stalled" | "sche
 /** A core job as the qless job JSON of `get`/`pop`/`peek` (data stays a JSON string, as qless sends it). */
 export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unknown> {
   const worker = job.lease?.worker ?? "";
+  const data = JSON.stringify(job.data);
   return {
     jid: job.id,
     klass: job.name,
@@ -72,7 +75,7 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     retries: job.maxAttempts - 1,
     // A retry that finds none left takes qless's count below zero; a `fail` spends none.
     remaining: marks.exhausted ? -1 : remainingRetries(job),
-    data: JSON.stringify(job.data),
+    data: marks.dataText?.(data) ?? data,
     tags: luaList(job.tags),
     history: marks.history ?? historyOf(job, marks),
     failure: failureOf(job, marks),
@@ -135,6 +138,7 @@ export const viewOf =
       tracked: settings.tracked.has(backend, job.queue, job.id),
       ...stateMarks(settings, backend, job),
       history: settings.history.of(backend, job),
+      dataText: (canonical) => settings.history.dataTextOf(backend, job, canonical),
       ...settings.runs.of(backend, job),
     });
 

@@ -1,7 +1,7 @@
 import { type Backend, InvalidStateError, type Job, LeaseLostError, NotFoundError } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { qlessLog } from "./qless-channels.js";
-import { logHistory } from "./qless-effects.js";
+import { countFailed, logHistory } from "./qless-effects.js";
 import { exhaustedGroup, exhaustedMessage } from "./qless-jobs.js";
 import type { QlessSettings } from "./qless-settings.js";
 
@@ -60,6 +60,7 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
     if (graceMs <= 0 || !settings.grace.given(backend, job)) {
       settings.channels.tellTracked(backend, queue, job.id, "stalled");
       logHistory(settings, backend, job, { what: "timed-out" });
+      settings.stats.lockLost(backend, queue, now / 1000);
       settings.channels.lockLost(queue, job.id, worker);
       if (graceMs > 0) {
         const kept = await gone(renewLock(backend, queue, job.id, worker, graceMs));
@@ -73,6 +74,7 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
       const failed = await gone(backend.fail(queue, job.id, { worker, error: { group, message }, retry: false }));
       if (!failed) continue;
       logHistory(settings, backend, failed, { what: "failed", group });
+      countFailed(settings, backend, queue);
       settings.channels.tellTracked(backend, queue, job.id, "failed");
       settings.channels.publish("ql:log", qlessLog.failed(job.id, worker, group, message), queue);
     } else if ((job.lease?.expiresAt ?? 0) >= now) {

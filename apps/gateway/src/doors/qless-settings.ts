@@ -11,6 +11,7 @@ import {
   QlessTracked,
   QlessWorkers,
 } from "./qless-state.js";
+import { QlessStats } from "./qless-stats.js";
 
 /** qless's own defaults (qless-core's Qless.config.defaults), answered until a setting is made. */
 const QLESS_DEFAULTS: Readonly<Record<string, string | number>> = {
@@ -48,6 +49,7 @@ export class QlessSettings {
   readonly queues = new QlessQueues();
   readonly promotions = new QlessPromotions();
   readonly history = new QlessHistory();
+  readonly stats = new QlessStats();
   /** qless's pub/sub: what the translated commands publish (qless-channels.ts). */
   readonly channels = new QlessChannels(this.tracked);
 

@@ -42,7 +42,7 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     }
     notes.moved?.(jid, queue);
     // qless's requeue is a put, and tells what a put tells.
-    tellPut(settings, backend, queue, jid, String(args[0] ?? ""), job);
+    tellPut(settings, backend, queue, jid, String(args[0] ?? ""), job, typeof args[4] === "string" ? args[4] : undefined);
     return jid;
   },
   async pause(backend, _queue, args) {

@@ -1,8 +1,9 @@
 import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
-import { type QlessArgs, advanceOf, luaList, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
+import { type QlessArgs, advanceOf, luaList, luaNumber, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
 import { qlessLog } from "./qless-channels.js";
-import { expireCompleted, logHistory, tellCanceled, tellPut } from "./qless-effects.js";
+import { countFailed, expireCompleted, logHistory, tellCanceled, tellPut } from "./qless-effects.js";
+import type { QlessHistoryEntry } from "./qless-history.js";
 import {
   type Handler,
   type TranslatedNotes,
@@ -42,6 +43,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const fresh = putInput(args);
     const jid = String(fresh.id);
     const worker = String(args[0] ?? "");
+    const dataText = typeof args[4] === "string" ? args[4] : undefined;
     // qless's jids are global: a jid another queue of the store holds is that job, moved here (one
     // held here as well is a move a failure left half done, which this put finishes). The store's
     // JobLookup names the queues holding it, on each put.
@@ -51,14 +53,14 @@ const JOB_COMMANDS: Record<string, Handler> = {
       notes.mayMoveFrom?.(there.queue);
       await moveJob(backend, there, queue, putInput(args, there), await backend.get(queue, jid));
       notes.moved?.(jid, queue);
-      tellPut(settings, backend, queue, jid, worker, there);
+      tellPut(settings, backend, queue, jid, worker, there, dataText);
       return jid;
     }
     const { job, created } = await backend.enqueue(queue, fresh);
     // A jid that exists is put again as new, as qless re-puts it, keeping what qless keeps of it.
     const before = created || forgotten(job) ? null : job;
     if (!created) await editable(backend, queue, "put of an existing jid").replace(queue, jid, putInput(args, before));
-    tellPut(settings, backend, queue, jid, worker, before);
+    tellPut(settings, backend, queue, jid, worker, before, dataText);
     return jid;
   },
   async pop(backend, queue, args, settings) {
@@ -69,6 +71,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
     for (const job of jobs) {
       settings.runs.popped(backend, job);
+      settings.stats.popped(backend, job, now / 1000);
       logHistory(settings, backend, job, { what: "popped", worker });
     }
     // Unless the queue is paused (a pop that got a job was not), qless notes the worker as seen
@@ -104,6 +107,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     );
     settings.channels.tellTracked(backend, queue, jid, "completed");
     settings.runs.completed(backend, queue, jid);
+    settings.stats.completed(backend, job, callerClock.now() / 1000);
     logHistory(settings, backend, job, { what: "done" });
     if (moveOn) {
       settings.channels.publish("ql:log", qlessLog.advanced(jid, queue, moveOn.next), queue);
@@ -136,6 +140,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       stateIn(settings, backend),
     );
     logHistory(settings, backend, failed, { what: "failed", worker, group });
+    countFailed(settings, backend, queue);
     settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, failedBy: worker });
     settings.channels.publish("ql:log", qlessLog.failed(jid, worker, group, message), queue);
     settings.channels.tellTracked(backend, queue, jid, "failed");
@@ -157,6 +162,23 @@ const JOB_COMMANDS: Record<string, Handler> = {
     settings.workers.seen(backend, worker, callerClock.now());
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
     return job.lease ? seconds(job.lease.expiresAt) : 0;
+  },
+  async log(backend, queue, args, settings) {
+    const [jid, message, dataText] = args.map(String);
+    // Lua's assert lets an empty text through: only a missing argument is refused.
+    if (jid === undefined) throw qlessError("log", "Log(): Argument 'jid' missing");
+    if (message === undefined) throw qlessError("log", "Log(): Argument 'message' missing");
+    const data = dataText === undefined ? {} : logData(dataText);
+    const job = await backend.get(queue, jid);
+    if (!job || forgotten(job)) throw qlessError("log", `Log(): Job ${jid} does not exist`);
+    const shown = viewOf(settings, backend)(job).history as QlessHistoryEntry[];
+    settings.history.log(backend, job, callerClock.now(), settings.maxJobHistory(), shown, { ...data, what: message });
+    return null;
+  },
+  async stats(backend, queue, args, settings) {
+    const date = args[1];
+    const day = luaNumber("stats", date ?? "", () => `Stats(): Arg "date" missing or not a number: ${date ?? "nil"}`);
+    return settings.stats.of(backend, queue, day);
   },
   async get(backend, queue, args, settings) {
     const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
@@ -204,8 +226,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // Given a reason, qless records it as the job's failure, whether it retries or fails for good;
     // without one, only running out of retries writes a failure (the store's, in qless's words).
     const exhausted = job.state === "failed";
-    if (exhausted) logHistory(settings, backend, job, { what: "failed", group });
-    else settings.history.saw(backend, job);
+    if (exhausted) {
+      logHistory(settings, backend, job, { what: "failed", group });
+      countFailed(settings, backend, queue);
+    } else settings.history.saw(backend, job);
     if (args[4] !== undefined && args[5] !== undefined) {
       settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, exhausted });
     } else if (exhausted) settings.runs.failed(backend, queue, jid, { exhausted });
@@ -305,6 +329,19 @@ const JOB_COMMANDS: Record<string, Handler> = {
     return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name, settings))) : {};
   },
 };
+
+/** `log`'s data: a JSON object whose fields join the history entry (qless's entry is that table). */
+function logData(text: string): Record<string, unknown> {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw qlessError("log", `Log(): Argument 'data' not cjson: ${text}`);
+  }
+  if (data === null || typeof data !== "object" || Array.isArray(data))
+    throw qlessError("log", `Log(): Argument 'data' not a JSON object: ${text}`);
+  return data as Record<string, unknown>;
+}
 
 async function queueCounts(backend: Backend, queue: string, settings: QlessSettings) {
   settings.promotions.checked(backend, queue, callerClock.now());
