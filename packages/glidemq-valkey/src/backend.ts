@@ -39,6 +39,7 @@ import { indexBlocked } from "./flow-parents.js";
 import { glideFlows } from "./flow-tree.js";
 import type { AddOutcome } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
+import { HeldHashes } from "./held-hashes.js";
 import { glideJobLookup } from "./job-lookup.js";
 import { CONSUMER_GROUP, DEFAULT_PREFIX, type QueueKeys, queueKeys } from "./keys.js";
 import { exportJobs, loadJobs, pageJobs, queueNames } from "./listing.js";
@@ -138,7 +139,8 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
   const recoverStalled = stalledRecovery(options.stalledRecovery);
   const producing = { prefix, ...(options.compression ? { compression: options.compression } : {}) };
   const schedulerTicks = new Map<string, number>();
-  const completeInBatch = completionBatches(ready, keysOf, consumerName, clock);
+  const held = new HeldHashes();
+  const completeInBatch = completionBatches(ready, keysOf, consumerName, held, clock);
 
   /** Fires due schedulers when this process has not looked for SCHEDULER_TICK_MS: reserves here stand in for glide-mq's worker tick. */
   async function tickSchedulers(redis: RedisClient, queue: string, keys: QueueKeys, now: number): Promise<void> {
@@ -242,7 +244,11 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         [k.stream, k.scheduled, k.events, k.priority, k.lifo, k.listActive, k.meta, k.leases, k.failed, k.metricsFailed],
         [now, CONSUMER_GROUP, consumerName(reserveOptions.worker), reserveOptions.count ?? 1, reserveOptions.worker, leaseUntil, "1", "1"],
       )) as unknown[];
-      return reply.map((raw) => toJob(queue, toActivated(raw).hash, null));
+      return reply.map((raw) => {
+        const { id, hash } = toActivated(raw);
+        held.keep(queue, id, hash);
+        return toJob(queue, hash, null);
+      });
     },
 
     async heartbeat(queue, id, beat: HeartbeatOptions) {
@@ -257,7 +263,9 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         [id, beat.worker, now, now + (beat.leaseMs ?? DEFAULT_LEASE_MS), progress],
       )) as Reply;
       throwRefusal(reply, queue, id);
-      return toJob(queue, flatToRecord(reply[1]), null);
+      const hash = flatToRecord(reply[1]);
+      held.refresh(queue, id, hash);
+      return toJob(queue, hash, null);
     },
 
     async setProgress(queue, id, update: { worker?: string; progress: Json }) {
@@ -270,7 +278,9 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
         [id, update.worker ?? "", clock(), "", JSON.stringify(update.progress)],
       )) as Reply;
       throwRefusal(reply, queue, id);
-      return toJob(queue, flatToRecord(reply[1]), null);
+      const hash = flatToRecord(reply[1]);
+      held.refresh(queue, id, hash);
+      return toJob(queue, hash, null);
     },
 
     async completeAndReserve(queue, id, completeOptions: CompleteOptions, next: ReserveOptions) {
@@ -291,6 +301,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     },
 
     async fail(queue, id, failOptions: FailOptions) {
+      held.drop(queue, id);
       const redis = await ready();
       const k = keysOf(queue);
       const reply = (await runScript(

@@ -6,7 +6,9 @@ import {
   type ReserveOptions,
   groupCommit,
 } from "@switchyard/core";
+import { flatToRecord } from "./codec.js";
 import { throwRefusal, toActivated } from "./consumer.js";
+import type { HeldHashes } from "./held-hashes.js";
 import { CONSUMER_GROUP, type QueueKeys } from "./keys.js";
 import { toJob } from "./mapping.js";
 import { type RedisClient, runScript } from "./scripts.js";
@@ -43,19 +45,14 @@ function takeCalls(waiting: readonly Completion[]): number {
 const LEASE_FIELDS = new Set(["syWorker", "syLeaseUntil", "syLeaseStart", "syEntryId"]);
 
 /**
- * The job's hash as completion left it, from the flat hash read before (the script returns that
- * rather than build a second copy of each hash in Lua): fields keep their places, new ones come
+ * The job's hash as completion left it, from the hash before it (read by the script, or the copy this
+ * Backend held from its reserve) with what completion wrote: fields keep their places, new ones come
  * last, as HGETALL would list them.
  */
-function finishedHash(before: unknown, returnvalue: string, finishedOn: string): Record<string, string> {
-  const flat = Array.isArray(before) ? (before as unknown[]) : [];
-  let leased = false;
-  for (let i = 0; i < flat.length; i += 2) if (flat[i] === "syWorker") leased = true;
+function finishedHash(before: Record<string, string>, returnvalue: string, finishedOn: string): Record<string, string> {
+  const leased = "syWorker" in before;
   const hash: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) {
-    const field = String(flat[i]);
-    if (!leased || !LEASE_FIELDS.has(field)) hash[field] = String(flat[i + 1]);
-  }
+  for (const field in before) if (!leased || !LEASE_FIELDS.has(field)) hash[field] = before[field] as string;
   hash.state = "completed";
   hash.returnvalue = returnvalue;
   hash.finishedOn = finishedOn;
@@ -68,12 +65,14 @@ function finishedHash(before: unknown, returnvalue: string, finishedOn: string):
  * (complete-reserve-many.lua), each with its own lease check and, for completeAndReserve, its own
  * reserve. A lone completion goes at once, so nothing waits on a timer; under load a call carries
  * many, and Redis runs the library, the queue's checks and one round trip once per call instead of
- * once per job (as glide-mq's Worker batches its own completions).
+ * once per job (as glide-mq's Worker batches its own completions). The hashes of the jobs reserved
+ * here are kept in `held`, so that their completion reads and sends back only what it checks.
  */
 export function completionBatches(
   ready: () => Promise<RedisClient>,
   keysOf: (queue: string) => QueueKeys,
   consumerName: (worker: string) => string,
+  held: HeldHashes,
   clock: () => number = Date.now,
 ) {
   async function run(queue: string, calls: Completion[]): Promise<Outcome[]> {
@@ -82,10 +81,11 @@ export function completionBatches(
     const now = Math.max(...calls.map((call) => call.now));
     const args: Array<string | number> = [now, CONSUMER_GROUP];
     const returnvalues = calls.map((call) => JSON.stringify(call.options.result ?? null));
+    const copies = calls.map((call) => held.take(queue, call.id));
     calls.forEach(({ id, options, next }, i) => {
       args.push(id, returnvalues[i] as string, options.worker ?? "");
       args.push(next ? consumerName(next.worker) : "", next?.worker ?? "", next ? (next.count ?? 1) : 0);
-      args.push(next ? now + (next.leaseMs ?? DEFAULT_LEASE_MS) : "");
+      args.push(next ? now + (next.leaseMs ?? DEFAULT_LEASE_MS) : "", copies[i]?.processedOn ?? "");
     });
     const replies = (await runScript(redis, "complete-reserve-many", [k.stream, k.meta], args)) as unknown[][];
     return calls.map((call, i) => {
@@ -95,12 +95,18 @@ export function completionBatches(
       } catch (refusal) {
         return { refusal };
       }
-      const [, before, deps, reserved, finishedOn] = reply;
+      const [, read, deps, reserved, finishedOn] = reply;
+      // An empty hash: the job was still in the run whose copy was sent.
+      const before = Array.isArray(read) && read.length > 0 ? flatToRecord(read) : (copies[i] ?? {});
       const ended = finishedHash(before, returnvalues[i] as string, String(finishedOn));
       return {
         completed: toJob(queue, ended, null, deps),
         ended,
-        next: reserved.map((raw) => toJob(queue, toActivated(raw).hash, null)),
+        next: reserved.map((raw) => {
+          const { id, hash } = toActivated(raw);
+          held.keep(queue, id, hash);
+          return toJob(queue, hash, null);
+        }),
       };
     });
   }

@@ -77,4 +77,47 @@ describe("glidemq-valkey: completions of one queue go to Redis together", () => 
     expect(await redis.hget(queueKeys(q).job(b.id), "state")).toBe("active");
     expect((await backend.counts(q)).completed).toBe(2);
   });
+
+  it("a job this Backend reserved completes without its hash read back, answering what a read-back would; another run's copy is not used", async () => {
+    const q = queue();
+    const k = queueKeys(q);
+    await new GlideProducer(redis, q).addBulk(Array.from({ length: 3 }, (_, i) => ({ name: "n", data: { i } })));
+    const [plain, beaten, lapsed] = await backend.reserve(q, { worker: "w", count: 3, leaseMs: 60_000 });
+    if (!plain || !beaten || !lapsed) throw new Error("three jobs were reserved");
+    // A heartbeat's progress is in the copy the completion answers from.
+    await backend.heartbeat(q, beaten.id, { worker: "w", progress: { done: 50 } });
+    const completions = await readsOfJobs(k.job(""), async () => [
+      await backend.complete(q, plain.id, { worker: "w", result: "a" }),
+      await backend.complete(q, beaten.id, { worker: "w", result: "b" }),
+    ]);
+    expect(completions.reads).toBe(0);
+    for (const job of completions.result) expect(job).toEqual(await backend.get(q, job.id));
+    expect(completions.result[1]?.progress).toEqual({ done: 50 });
+    // A run this Backend did not hand out (another process took the job back and ran it again):
+    // the completion reads the hash, and answers that run.
+    const rerun = String(Number(await redis.hget(k.job(lapsed.id), "processedOn")) + 1);
+    await redis.hset(k.job(lapsed.id), "processedOn", rerun, "syLeaseStart", rerun);
+    const other = await readsOfJobs(k.job(""), () => backend.complete(q, lapsed.id, { worker: "w" }));
+    expect(other.reads).toBe(1);
+    expect(other.result).toEqual(await backend.get(q, lapsed.id));
+  });
 });
+
+/** What `work` returns, and how many HGETALLs of keys under `prefix` the server ran meanwhile (seen over MONITOR). */
+async function readsOfJobs<T>(prefix: string, work: () => Promise<T>): Promise<{ result: T; reads: number }> {
+  const monitor = await redis.monitor();
+  const marker = `done-${randomUUID()}`;
+  let reads = 0;
+  const finished = new Promise<void>((resolve) =>
+    monitor.on("monitor", (_time: string, [command, key]: string[]) => {
+      if (command?.toLowerCase() === "hgetall" && key?.startsWith(prefix)) reads++;
+      if (command?.toLowerCase() === "echo" && key === marker) resolve();
+    }),
+  );
+  const result = await work();
+  // MONITOR tells commands in the order the server ran them: once the marker is seen, so is the work.
+  await redis.echo(marker);
+  await finished;
+  monitor.disconnect();
+  return { result, reads };
+}

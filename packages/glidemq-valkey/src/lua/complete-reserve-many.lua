@@ -5,19 +5,20 @@
 -- in the order of the calls. Stream entries are read under the first asking worker's consumer name.
 -- KEYS: stream, meta (every other key is the queue's, under the same hash tag)
 -- ARGV: now, group, then per call: jobId, returnvalue, leaseWorker ('' = no lease check), consumer,
---       reserveWorker, reserveCount (0 = reserve nothing), reserveLeaseUntil
+--       reserveWorker, reserveCount (0 = reserve nothing), reserveLeaseUntil, heldRun (the processedOn
+--       of the run whose hash the caller holds from its reserve, '' = none)
 -- Returns one reply per call: {'OK', hashBefore, dependencyMembers, {{jobId, entryId, flatHash}, ...},
 -- finishedOn} or complete.lua's refusal ({'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}).
--- hashBefore is the job's hash as read before completion: the caller applies what completion wrote
--- (state, returnvalue, finishedOn; the sy lease fields deleted when syWorker was set) rather than Lua
--- building a second copy of every hash.
+-- hashBefore is the job's hash as read before completion, empty when the job was still in the run
+-- the caller holds: the caller applies what completion wrote (state, returnvalue, finishedOn; the sy
+-- lease fields deleted when syWorker was set) rather than Lua building a second copy of every hash.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 6)
 local now = tonumber(ARGV[1])
 local group = ARGV[2]
 local batch = newCompletions(prefix, group, now)
 local replies, claims, claimants = {}, {}, {}
-for offset = 3, #ARGV, 7 do
-  local done = completeJob(batch, ARGV[offset], '-', ARGV[offset + 1], ARGV[offset + 2], true)
+for offset = 3, #ARGV, 8 do
+  local done = completeJob(batch, ARGV[offset], '-', ARGV[offset + 1], ARGV[offset + 2], true, ARGV[offset + 7])
   if done[1] ~= 'OK' then
     replies[#replies + 1] = done
   else

@@ -38,12 +38,20 @@ for i, field in ipairs(COMPLETION_FIELDS) do COMPLETION_SLOT[field] = i end
 -- is searched). Returns {'OK', before, deps} (with wantHash: `before` is the job's hash as read before
 -- completion, which wrote state=completed, returnvalue and finishedOn and, when syWorker was set,
 -- deleted the sy lease fields; `deps` its deps members) or a refusal:
--- {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}.
-local function completeJob(batch, jobId, entryId, returnvalue, leaseWorker, wantHash)
+-- {'NOT_FOUND'} | {'INVALID_STATE', state} | {'LEASE_LOST'}. heldRun is the processedOn of the run
+-- whose hash the caller holds from its reserve ('' = none): while the job is still in that run,
+-- `before` is left empty and the caller's copy stands for it (the hash is neither read whole nor sent).
+local function completeJob(batch, jobId, entryId, returnvalue, leaseWorker, wantHash, heldRun)
   local prefix, now = batch.prefix, batch.now
   local jobKey = prefix .. 'job:' .. jobId
   local h, whole = nil, nil
-  if wantHash then
+  if wantHash and heldRun and heldRun ~= '' then
+    h = redis.call('HMGET', jobKey, unpack(COMPLETION_FIELDS))
+    if h[3] ~= heldRun then h = nil end
+  end
+  if h then
+    -- The caller's copy stands for the hash.
+  elseif wantHash then
     -- One HGETALL serves the checks and the caller's copy of the finished job.
     whole = redis.call('HGETALL', jobKey)
     h = {false, false, false, false, false, false, false}
