@@ -9,6 +9,8 @@ interface Pending<I, O> {
 interface KeyState<I, O> {
   waiting: Array<Pending<I, O>>;
   inFlight: number;
+  /** Items in the sends in flight. */
+  itemsInFlight: number;
   scheduled: boolean;
 }
 
@@ -27,6 +29,13 @@ export interface GroupCommitOptions<I> {
    * neighbours). Never, by default: each caller then gets the send's error.
    */
   retryAlone?: (error: unknown) => boolean;
+  /**
+   * With several sends in flight, whether each send takes only its share of the calls outstanding
+   * (waiting and in flight, split over maxInFlight), keeping the rest for the next free slot. Callers
+   * that send again as soon as they are answered (workers chaining jobs) otherwise drift into one
+   * large send and one small one, and the store and its client take turns instead of working at once.
+   */
+  balanced?: boolean;
 }
 
 /**
@@ -38,7 +47,7 @@ export interface GroupCommitOptions<I> {
  */
 export function groupCommit<I, O>(
   send: (key: string, items: I[]) => Promise<O[]>,
-  { take = (waiting) => waiting.length, maxInFlight = 1, retryAlone = () => false }: GroupCommitOptions<I> = {},
+  { take = (waiting) => waiting.length, maxInFlight = 1, retryAlone = () => false, balanced = false }: GroupCommitOptions<I> = {},
 ): (key: string, item: I) => Promise<O> {
   const keys = new Map<string, KeyState<I, O>>();
 
@@ -68,10 +77,13 @@ export function groupCommit<I, O>(
   function flush(key: string, state: KeyState<I, O>): void {
     state.scheduled = false;
     while (state.waiting.length > 0 && state.inFlight < maxInFlight) {
-      const count = Math.max(1, take(state.waiting.map((call) => call.item)));
+      const share = balanced ? Math.ceil((state.waiting.length + state.itemsInFlight) / maxInFlight) : state.waiting.length;
+      const count = Math.max(1, Math.min(share, take(state.waiting.map((call) => call.item))));
       state.inFlight++;
+      state.itemsInFlight += count;
       void sendBatch(key, state.waiting.splice(0, count)).then(() => {
         state.inFlight--;
+        state.itemsInFlight -= count;
         if (state.waiting.length > 0) flush(key, state);
         else if (state.inFlight === 0) keys.delete(key);
       });
@@ -82,7 +94,7 @@ export function groupCommit<I, O>(
     new Promise<O>((resolve, reject) => {
       let state = keys.get(key);
       if (!state) {
-        state = { waiting: [], inFlight: 0, scheduled: false };
+        state = { waiting: [], inFlight: 0, itemsInFlight: 0, scheduled: false };
         keys.set(key, state);
       }
       state.waiting.push({ item, resolve, reject });

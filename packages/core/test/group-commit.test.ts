@@ -42,6 +42,31 @@ describe("groupCommit", () => {
     expect(mostInFlight()).toBe(3); // two of key a, one of key b
   });
 
+  it("balanced: callers that call again once answered split evenly over the sends in flight, instead of one large send and a small one", async () => {
+    const sizes = (balanced: boolean) => {
+      const { send, batches } = recordingSend();
+      const call = groupCommit(send, { maxInFlight: 2, balanced });
+      // 12 callers chaining 10 calls each; one caller starts alone, so the first sends are 1 and 11.
+      const chain = async (first: number) => {
+        for (let i = 0; i < 10; i++) await call("q", first * 100 + i);
+      };
+      const started = chain(0);
+      return new Promise<number[][]>((resolve) =>
+        setTimeout(async () => {
+          await Promise.all([started, ...Array.from({ length: 11 }, (_, n) => chain(n + 1))]);
+          resolve(batches.map((batch) => [batch.length]));
+        }, 1),
+      );
+    };
+    const drifting = (await sizes(false)).flat();
+    const even = (await sizes(true)).flat();
+    // Unbalanced, the split the start made stays: sends of 1 and 11 in turn.
+    expect(drifting.slice(0, 6)).toEqual([1, 11, 1, 11, 1, 11]);
+    // Balanced, each send takes its half of the 12 outstanding calls from the second on.
+    expect(even.slice(2, 8)).toEqual([6, 6, 6, 6, 6, 6]);
+    expect(even.reduce((sum, size) => sum + size, 0)).toBe(120);
+  });
+
   it("a refused batch: each item is sent alone when retryAlone allows it, so only the refused one fails", async () => {
     const { send, batches } = recordingSend((item) => item === 2);
     const call = groupCommit(send, { retryAlone: (error) => /refused/.test(String(error)) });
