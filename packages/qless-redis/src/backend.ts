@@ -187,13 +187,16 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 
   /**
    * Single enqueues of one queue that arrive while its enqueue calls are in flight share the next
-   * call (core's groupCommit), up to a bulk's size; two calls in flight keep Redis and this process
-   * busy at once. A call the script refused wrote nothing, so its jobs are sent again one by one and
-   * a refused job fails its own caller only.
+   * call (core's groupCommit), up to a bulk's size; two calls in flight, each with its share of the
+   * enqueues outstanding, keep Redis and this process busy at once (Backend enqueues at 50 in flight,
+   * alternated runs: 31,000-34,600 jobs/s unbalanced, 40,400-42,500 balanced). A call the script
+   * refused wrote nothing, so its jobs are sent again one by one and a refused job fails its own
+   * caller only.
    */
   const enqueueInBatch = groupCommit(enqueueMany, {
     take: (waiting) => Math.min(waiting.length, MAX_PER_CALL),
     maxInFlight: 2,
+    balanced: true,
     retryAlone: (error) => !(error instanceof BackendUnavailableError),
   });
 
