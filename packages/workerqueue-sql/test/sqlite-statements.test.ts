@@ -1,0 +1,48 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createWorkerQueueBackend } from "../src/index.js";
+import { knexFromUrl } from "../src/options.js";
+
+/**
+ * A SQLite connection keeps its prepared statements by text (options.ts), so a query knex sends
+ * again is not prepared again; the least recently used go beyond 200.
+ */
+const dir = mkdtempSync(join(tmpdir(), "switchyard-sqlite-statements-"));
+const knex = knexFromUrl(`sqlite:${join(dir, "q.sqlite")}`);
+afterAll(async () => {
+  await knex.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("workerqueue-sql on SQLite: prepared statements", () => {
+  it("the same text gives the same statement, the least recently used is prepared again past 200, and jobs still run", async () => {
+    const connection = (await knex.client.acquireConnection()) as { prepare(sql: string): unknown };
+    try {
+      const first = connection.prepare("select 1");
+      expect(connection.prepare("select 1")).toBe(first);
+      for (let i = 0; i < 200; i++) connection.prepare(`select ${i + 2}`);
+      // 201 texts seen since "select 1" was last used: it was dropped.
+      expect(connection.prepare("select 1")).not.toBe(first);
+      const kept = connection.prepare("select 201");
+      expect(connection.prepare("select 201")).toBe(kept);
+    } finally {
+      await knex.client.releaseConnection(connection);
+    }
+    // The statements reused across calls answer each call's own bindings.
+    const backend = createWorkerQueueBackend({ knex });
+    await backend.ready();
+    await backend.enqueueBulk("q", [
+      { name: "a", data: 1 },
+      { name: "b", data: 2 },
+    ]);
+    const [a] = await backend.reserve("q", { worker: "w" });
+    const [b] = await backend.reserve("q", { worker: "w" });
+    expect([a?.name, b?.name]).toEqual(["a", "b"]);
+    expect((await backend.complete("q", a?.id as string, { worker: "w", result: "x" })).result).toBe("x");
+    expect((await backend.complete("q", b?.id as string, { worker: "w", result: "y" })).result).toBe("y");
+    expect(await knex("jobs").select("status").orderBy("id")).toEqual([{ status: "complete" }, { status: "complete" }]);
+    await backend.close();
+  });
+});
