@@ -45,22 +45,16 @@ local function completeJob(batch, jobId, entryId, returnvalue, leaseWorker, want
   local prefix, now = batch.prefix, batch.now
   local jobKey = prefix .. 'job:' .. jobId
   local h, whole = nil, nil
-  if wantHash and heldRun and heldRun ~= '' then
-    h = redis.call('HMGET', jobKey, unpack(COMPLETION_FIELDS))
-    if h[3] ~= heldRun then h = nil end
-  end
-  if h then
-    -- The caller's copy stands for the hash.
-  elseif wantHash then
-    -- One HGETALL serves the checks and the caller's copy of the finished job.
+  local held = heldRun ~= nil and heldRun ~= ''
+  if not wantHash or held then h = redis.call('HMGET', jobKey, unpack(COMPLETION_FIELDS)) end
+  if wantHash and (not held or h[3] ~= heldRun) then
+    -- The caller holds no copy of this run: one HGETALL serves the checks and its copy of the finished job.
     whole = redis.call('HGETALL', jobKey)
     h = {false, false, false, false, false, false, false}
     for i = 1, #whole, 2 do
       local slot = COMPLETION_SLOT[whole[i]]
       if slot then h[slot] = whole[i + 1] end
     end
-  else
-    h = redis.call('HMGET', jobKey, unpack(COMPLETION_FIELDS))
   end
   if not h[1] then return {'NOT_FOUND'} end
   if h[1] ~= 'active' then return {'INVALID_STATE', h[1]} end
