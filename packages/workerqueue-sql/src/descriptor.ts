@@ -19,6 +19,7 @@ export const workerQueueAdapter = defineAdapter({
     dataFormat: z.enum(["json", "yaml"]).optional(),
     defaultQueue: z.string().min(1).optional(),
     createSchema: z.boolean().optional(),
+    sqliteSynchronous: z.enum(["normal", "full"]).optional(),
     wakeMasters: z
       .array(
         z.string().refine((text) => {

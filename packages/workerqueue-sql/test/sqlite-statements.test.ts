@@ -7,7 +7,8 @@ import { knexFromUrl } from "../src/options.js";
 
 /**
  * A SQLite connection keeps its prepared statements by text (options.ts), so a query knex sends
- * again is not prepared again; the least recently used go beyond 200.
+ * again is not prepared again; the least recently used go beyond 200. A file's commits are synced
+ * as `sqliteSynchronous` says.
  */
 const dir = mkdtempSync(join(tmpdir(), "switchyard-sqlite-statements-"));
 const knex = knexFromUrl(`sqlite:${join(dir, "q.sqlite")}`);
@@ -16,7 +17,29 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-describe("workerqueue-sql on SQLite: prepared statements", () => {
+describe("workerqueue-sql on SQLite: prepared statements and commits", () => {
+  it("a file runs in WAL mode with synchronous NORMAL unless sqliteSynchronous asks for FULL; another value is refused", async () => {
+    const pragmas = async (db: typeof knex) => {
+      const connection = (await db.client.acquireConnection()) as { pragma(sql: string, options: { simple: true }): unknown };
+      try {
+        return [connection.pragma("journal_mode", { simple: true }), connection.pragma("synchronous", { simple: true })];
+      } finally {
+        await db.client.releaseConnection(connection);
+      }
+    };
+    // SQLite's codes: 1 NORMAL, 2 FULL.
+    expect(await pragmas(knex)).toEqual(["wal", 1]);
+    const full = knexFromUrl(`sqlite:${join(dir, "full.sqlite")}`, "full");
+    try {
+      expect(await pragmas(full)).toEqual(["wal", 2]);
+    } finally {
+      await full.destroy();
+    }
+    expect(() => createWorkerQueueBackend({ url: `sqlite:${join(dir, "x.sqlite")}`, sqliteSynchronous: "off" as "full" })).toThrow(
+      /sqliteSynchronous must be "normal" or "full"/,
+    );
+  });
+
   it("the same text gives the same statement, the least recently used is prepared again past 200, and jobs still run", async () => {
     const connection = (await knex.client.acquireConnection()) as { prepare(sql: string): unknown };
     try {
