@@ -65,7 +65,7 @@ const shown = (measure: Measure) => ({
   count: measure.count,
   mean: Number(luaNumberText(measure.mean)),
   std: measure.count > 1 ? Number(luaNumberText(Math.sqrt(measure.vk / (measure.count - 1)))) : 0,
-  histogram: measure.histogram,
+  histogram: [...measure.histogram],
 });
 
 /**
