@@ -175,6 +175,22 @@ describe("the RESP door", () => {
     );
   });
 
+  it("get and multiget read each jid where a store holds it, whatever its queue; a jid none holds is nil or left out", async () => {
+    const redis = client(server.respPort as number);
+    await redis.connect();
+    await redis.script("LOAD", QLESS);
+    await redis.evalsha(QLESS_SHA, 0, "put", now(), "producer", "mget-a", "mget-1", "K", '{"n":1}', 0);
+    await redis.evalsha(QLESS_SHA, 0, "put", now(), "producer", "mget-b", "mget-2", "K", '{"n":2}', 0);
+    const jobs = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "multiget", now(), "mget-2", "nowhere", "mget-1")) as string);
+    expect(jobs.map((job: { jid: string; queue: string }) => [job.jid, job.queue])).toEqual([
+      ["mget-2", "mget-b"],
+      ["mget-1", "mget-a"],
+    ]);
+    expect(await redis.evalsha(QLESS_SHA, 0, "multiget", now(), "nowhere")).toBe("{}");
+    expect(await redis.evalsha(QLESS_SHA, 0, "get", now(), "nowhere")).toBeNull();
+    expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "get", now(), "mget-2")) as string)).toMatchObject({ queue: "mget-b" });
+  });
+
   it("speaks RESP3 after HELLO 3 and Redis's connection commands", async () => {
     const hello = await rawExchange(server.respPort as number, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$4\r\nPING\r\n", /\+PONG\r\n$/);
     expect(hello.text.startsWith("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n")).toBe(true);

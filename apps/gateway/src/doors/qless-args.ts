@@ -25,9 +25,15 @@ export function required(command: string, func: string, args: QlessArgs, index: 
   return String(value);
 }
 
-export function numeric(command: string, func: string, value: Arg | undefined, name: string): number {
+/**
+ * A number argument, refused in qless's words: `<Func>(): Arg "<name>" not a number: <value>`, or, for
+ * the arguments qless asserts as required (pop's and peek's count, priority's priority), `missing or
+ * not a number`.
+ */
+export function numeric(command: string, func: string, value: Arg | undefined, name: string, required = false): number {
   const number = typeof value === "number" ? value : value === undefined || value.trim() === "" ? Number.NaN : Number(value);
-  if (!Number.isFinite(number)) throw qlessError(command, `${func}(): Arg "${name}" not a number: ${value ?? "nil"}`);
+  const problem = required ? "missing or not a number" : "not a number";
+  if (!Number.isFinite(number)) throw qlessError(command, `${func}(): Arg "${name}" ${problem}: ${value ?? "nil"}`);
   return number;
 }
 

@@ -112,15 +112,29 @@ export class QlessWorkers {
  */
 export class QlessQueues {
   readonly #names = new WeakMap<Backend, Map<string, true>>();
+  /** Queues `queue.forget` took off the list, until a job is put in them again. */
+  readonly #forgotten = new WeakMap<Backend, Map<string, true>>();
 
   put(backend: Backend, queue: string): void {
     const names = perBackend(this.#names, backend);
     if (!names.has(queue)) setNewest(names, queue, true);
+    this.#forgotten.get(backend)?.delete(queue);
   }
 
-  /** The store's queues and the ones a job was put in here, by name. */
+  /** qless's `queue.forget`: the queues leave the list (their jobs stay) until the next put in them. */
+  forget(backend: Backend, queues: string[]): void {
+    const forgotten = perBackend(this.#forgotten, backend);
+    for (const queue of queues) {
+      this.#names.get(backend)?.delete(queue);
+      setNewest(forgotten, queue, true);
+    }
+  }
+
+  /** The store's queues and the ones a job was put in here, by name, but those forgotten since. */
   known(backend: Backend, held: string[]): string[] {
-    return [...new Set([...held, ...(this.#names.get(backend)?.keys() ?? [])])].sort();
+    const forgotten = this.#forgotten.get(backend);
+    const names = new Set([...held, ...(this.#names.get(backend)?.keys() ?? [])]);
+    return [...names].filter((name) => !forgotten?.has(name)).sort();
   }
 }
 

@@ -55,6 +55,12 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     for (const name of new Set(args.map(String))) await backend.resume(name);
     return null;
   },
+  async "queue.forget"(backend, _queue, args, settings) {
+    // qless's ZREM of no member is Redis's own arity error, as for pause.
+    if (args.length === 0) throw wrongArgs("queue.forget");
+    settings.queues.forget(backend, args.map(String));
+    return null;
+  },
   async failed(backend, _queue, args) {
     const [group, start, limit] = args;
     const first = failedNumber(start ?? 0, "start");

@@ -66,7 +66,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async pop(backend, queue, args, settings) {
     const worker = required("pop", "Pop", args, 1, "worker");
     // qless has no default count: a pop or peek without one is its error, not one job.
-    const count = numeric("pop", "Pop", args[2], "count");
+    const count = numeric("pop", "Pop", args[2], "count", true);
     const now = callerClock.now();
     const jobs = count < 1 ? [] : await popJobs(backend, queue, worker, Math.floor(count), settings);
     for (const job of jobs) {
@@ -83,7 +83,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     return jobList(jobs, viewOf(settings, backend));
   },
   async peek(backend, queue, args, settings) {
-    const count = numeric("peek", "Peek", args[1], "count");
+    const count = numeric("peek", "Peek", args[1], "count", true);
     if (count < 1) return {};
     settings.promotions.checked(backend, queue, callerClock.now());
     // qless's order, the claim order: higher priority first, then the earlier put.
@@ -240,7 +240,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   },
   async priority(backend, queue, args) {
     const jid = required("priority", "Priority", args, 0, "jid");
-    const priority = Math.trunc(numeric("priority", "Priority", args[1], "priority"));
+    const priority = Math.trunc(numeric("priority", "Priority", args[1], "priority", true));
     await existing(editable(backend, queue, "priority").setPriority(queue, jid, priority), "Priority", jid);
     // Redis truncates qless's Lua number to an integer reply.
     return priority;
@@ -296,9 +296,11 @@ const JOB_COMMANDS: Record<string, Handler> = {
         (await everyJob(backend, queue, "active")).filter(
           (job) => (job.lease?.expiresAt ?? Number.POSITIVE_INFINITY) <= now && !settings.timeouts.stalled(backend, job),
         ),
-      scheduled: () => {
+      scheduled: async () => {
         settings.promotions.checked(backend, queue, now);
-        return everyJob(backend, queue, "delayed");
+        // qless's scheduled set, by due time, then by jid.
+        const delayed = await everyJob(backend, queue, "delayed");
+        return delayed.sort((a, b) => (a.runAt ?? 0) - (b.runAt ?? 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       },
       depends: () => everyJob(backend, queue, "blocked"),
       // Recurring jobs are qless's own; no other store has them.

@@ -187,6 +187,31 @@ async function cancelEach(
 }
 
 /**
+ * qless's `get jid` and `multiget jid...` off Redis: each jid read where a store holds it (qless's jids
+ * are global, so they may be in different queues), those no store holds left out (`get` answers nil).
+ */
+async function getEach(
+  context: QlessCallContext,
+  access: ReturnType<typeof accessOf>,
+  command: "get" | "multiget",
+  jids: string[],
+  now: string | undefined,
+): Promise<RespValue> {
+  const jobs: unknown[] = [];
+  for (const jid of jids) {
+    const queue = await context.jids.queueOf(jid);
+    if (queue === undefined) continue;
+    context.authorize(access, queue);
+    const job = await onQlessClock(context.qlessClock ?? "caller", now, () =>
+      runTranslated(context.router.resolve(queue).backend, queue, "get", [jid], context.qlessSettings),
+    );
+    if (job !== null) jobs.push(job);
+  }
+  if (command === "get") return asScriptReply("get", jids, jobs[0] ?? null);
+  return asScriptReply("multiget", jids, jobs);
+}
+
+/**
  * qless's `timeout jid...` off Redis: every jid found first (qless's words for the first one no store
  * holds, before anything changes), then the jids of each queue timed out on its store.
  */
@@ -224,6 +249,8 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
     const named = queuesNamed(command, args);
     if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String), now);
+    if ((command === "get" || command === "multiget") && args.length > 0 && !hasQlessStore(context))
+      return await getEach(context, access, command, command === "get" ? [String(args[0])] : args.map(String), now);
     if (command === "timeout" && args.length > 1 && !hasQlessStore(context))
       return await timeoutEach(context, access, args.map(String), now);
     // One qless-redis store needs no queue to run a jid's command; anything else is found by the jid's queue.
