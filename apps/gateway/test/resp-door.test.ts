@@ -191,6 +191,23 @@ describe("the RESP door", () => {
     expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "get", now(), "mget-2")) as string)).toMatchObject({ queue: "mget-b" });
   });
 
+  it("the data a worker sends with heartbeat, fail and complete is written onto the job in the SQL row, as qless writes it", async () => {
+    const redis = client(server.respPort as number);
+    await redis.connect();
+    await redis.script("LOAD", QLESS);
+    const data = () => JSON.parse(String(rows("wdata").find((row) => row.sy_job_id === "wdata-1")?.data));
+    await redis.evalsha(QLESS_SHA, 0, "put", now(), "producer", "wdata", "wdata-1", "K", '{"step":0}', 0);
+    await redis.evalsha(QLESS_SHA, 0, "pop", now(), "wdata", "w", 1);
+    await redis.evalsha(QLESS_SHA, 0, "heartbeat", now(), "wdata-1", "w", '{"step":1}');
+    expect(data()).toEqual({ step: 1 });
+    // Refused before anything is written: the data stays.
+    await expect(redis.evalsha(QLESS_SHA, 0, "complete", now(), "wdata-1", "w", "wdata", "{bad")).rejects.toThrow(/Arg "data"/);
+    expect(data()).toEqual({ step: 1 });
+    await redis.evalsha(QLESS_SHA, 0, "complete", now(), "wdata-1", "w", "wdata", '{"step":2}');
+    expect(data()).toEqual({ step: 2 });
+    expect(rows("wdata").map((row) => row.status)).toEqual(["complete"]);
+  });
+
   it("speaks RESP3 after HELLO 3 and Redis's connection commands", async () => {
     const hello = await rawExchange(server.respPort as number, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$4\r\nPING\r\n", /\+PONG\r\n$/);
     expect(hello.text.startsWith("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n")).toBe(true);

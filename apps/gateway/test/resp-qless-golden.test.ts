@@ -29,9 +29,8 @@ const NOT_ON_SQLITE: Record<string, string> = {
   "24-recurring.json": "recurring jobs",
   "25-recurring-backlog-rerecur.json": "recurring jobs",
   // Not translated, or translated with a known difference (apps/gateway/README.md, qless door).
-  "06-heartbeat.json": "the data a worker sends with heartbeat is not stored",
-  "07-complete-plain.json": "the data a worker sends with complete is not stored",
-  "10-fail-failed-unfail.json": "the data a worker sends with fail is not stored",
+  "07-complete-plain.json": "complete with data that is not JSON: cjson's own parse error, not the door's",
+  "10-fail-failed-unfail.json": "a job unfailed into another queue: qless keeps its failure and history",
   "13-timeout.json": "a job timeout took spends a run when popped again",
   "30-argument-errors.json": "a put with no arguments: Lua's own tonumber error, not qless's",
   "21-log-history-trim.json": "log with data that is not JSON: cjson's own parse error, not the door's",

@@ -1,5 +1,5 @@
 import type { Backend } from "./backend.js";
-import type { EnqueueInput, Job } from "./job.js";
+import type { EnqueueInput, Job, Json } from "./job.js";
 
 /**
  * Optional interfaces: what only some systems have. A door that needs one discovers it on the
@@ -53,6 +53,18 @@ export interface JobEditing {
 export function hasJobEditing(backend: Backend): backend is Backend & JobEditing {
   const editing = backend as Partial<JobEditing>;
   return typeof editing.setPriority === "function" && typeof editing.setTags === "function" && typeof editing.replace === "function";
+}
+
+/**
+ * Replacing a job's data in place, in any state and without changing anything else: qless's
+ * `complete`, `heartbeat` and `fail` write the data their worker sends onto the job.
+ */
+export interface JobDataEditing {
+  setData(queue: string, id: string, data: Json): Promise<Job>;
+}
+
+export function hasJobDataEditing(backend: Backend): backend is Backend & JobDataEditing {
+  return typeof (backend as Partial<JobDataEditing>).setData === "function";
 }
 
 /**

@@ -85,6 +85,7 @@ const QUEUE_AND_ID = new Set([
   "setProgress",
   "setPriority",
   "setTags",
+  "setData",
   "replace",
 ]);
 

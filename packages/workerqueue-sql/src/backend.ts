@@ -35,7 +35,7 @@ import type { JobRow } from "./columns.js";
 import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
-import { replaceJob, setPriority, setTags } from "./editing.js";
+import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
@@ -275,6 +275,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async setTags(queue: string, id: string, tags: string[]): Promise<Job> {
     await this.ready();
     return setTags(this.store, queue, id, tags);
+  }
+
+  async setData(queue: string, id: string, data: Json): Promise<Job> {
+    await this.ready();
+    return setData(this.store, queue, id, data);
   }
 
   async replace(queue: string, id: string, input: EnqueueInput): Promise<Job> {

@@ -1,5 +1,6 @@
-import { type EnqueueInput, JOB_STATES, type Job, runAtOf } from "@switchyard/core";
+import { type EnqueueInput, JOB_STATES, type Job, type Json, runAtOf } from "@switchyard/core";
 import { SY } from "./columns.js";
+import { encodeData } from "./encoding.js";
 import { normalize } from "./enqueue.js";
 import type { Store } from "./options.js";
 import { enqueueRow } from "./row.js";
@@ -14,6 +15,11 @@ export function setPriority(store: Store, queue: string, id: string, priority: n
 
 export function setTags(store: Store, queue: string, id: string, tags: string[]): Promise<Job> {
   return transition(store, queue, id, "tag", ANY_STATE, () => ({ [SY.tags]: tags.length > 0 ? JSON.stringify(tags) : null }));
+}
+
+/** The data a qless worker sends with complete, heartbeat or fail, in the store's format; nothing else changes. */
+export function setData(store: Store, queue: string, id: string, data: Json): Promise<Job> {
+  return transition(store, queue, id, "set the data of", ANY_STATE, () => ({ data: encodeData(data, store.dataFormat) }));
 }
 
 /** The row written as a new job's would be, in place: same row id, job id and creation time. */

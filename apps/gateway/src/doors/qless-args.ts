@@ -45,6 +45,11 @@ function jsonArg(command: string, func: string, value: Arg | undefined, name: st
   }
 }
 
+/** The data a worker sends with complete, heartbeat or fail (none when not given), refused in qless's words when not JSON. */
+export function workerData(command: string, func: string, value: Arg | undefined): Json | undefined {
+  return value === undefined ? undefined : jsonArg(command, func, value, "data");
+}
+
 /**
  * A JSON list of names (tags, jids). qless concatenates each into its keys (`ql:t:` .. tag), so a
  * number is the name Lua's tostring gives it (`1`, `1.5`, `1e+20`); anything else is refused.

@@ -1,6 +1,18 @@
-import { type Backend, type Job, UnsupportedError, hasJobRemoval } from "@switchyard/core";
+import { type Backend, type Job, type Json, UnsupportedError, hasJobDataEditing, hasJobRemoval } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
-import { type QlessArgs, advanceOf, luaList, luaNumber, numeric, page, putInput, qlessError, required, seconds } from "./qless-args.js";
+import {
+  type QlessArgs,
+  advanceOf,
+  luaList,
+  luaNumber,
+  numeric,
+  page,
+  putInput,
+  qlessError,
+  required,
+  seconds,
+  workerData,
+} from "./qless-args.js";
 import { qlessLog } from "./qless-channels.js";
 import { countFailed, expireCompleted, logHistory, tellCanceled, tellPut } from "./qless-effects.js";
 import type { QlessHistoryEntry } from "./qless-history.js";
@@ -94,9 +106,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
     const advance = advanceOf(args);
+    const data = advance ? undefined : workerData("complete", "Complete", args[3]);
     const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance));
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
-    const job = await asWorker(
+    const completed = await asWorker(
       backend,
       queue,
       "Complete",
@@ -105,6 +118,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       () => backend.complete(queue, jid, { worker }),
       stateIn(settings, backend),
     );
+    const job = await withWorkerData(backend, completed, data);
     settings.channels.tellTracked(backend, queue, jid, "completed");
     settings.runs.completed(backend, queue, jid);
     settings.stats.completed(backend, job, callerClock.now() / 1000);
@@ -129,8 +143,9 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const worker = required("fail", "Fail", args, 1, "worker");
     const group = required("fail", "Fail", args, 2, "group");
     const message = required("fail", "Fail", args, 3, "message");
+    const data = workerData("fail", "Fail", args[4]);
     await refuseTimedOut(backend, queue, jid, "Fail", settings);
-    const failed = await asWorker(
+    const failedAs = await asWorker(
       backend,
       queue,
       "Fail",
@@ -139,6 +154,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       () => backend.fail(queue, jid, { worker, error: { group, message }, retry: false }),
       stateIn(settings, backend),
     );
+    const failed = await withWorkerData(backend, failedAs, data);
     logHistory(settings, backend, failed, { what: "failed", worker, group });
     countFailed(settings, backend, queue);
     settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, failedBy: worker });
@@ -148,7 +164,9 @@ const JOB_COMMANDS: Record<string, Handler> = {
   },
   async heartbeat(backend, queue, args, settings) {
     const jid = required("heartbeat", "Heartbeat", args, 0, "jid");
-    const worker = required("heartbeat", "Heartbeat", args, 1, "worker");
+    // qless's own message has the typo: "Heatbeat(): Arg "worker" missing".
+    const worker = required("heartbeat", "Heatbeat", args, 1, "worker");
+    const data = workerData("heartbeat", "Heartbeat", args[2]);
     await refuseTimedOut(backend, queue, jid, "Heartbeat", settings);
     const job = await asWorker(
       backend,
@@ -159,6 +177,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       () => renewLock(backend, queue, jid, worker, settings.lockMs(queue)),
       stateIn(settings, backend),
     );
+    await withWorkerData(backend, job, data);
     settings.workers.seen(backend, worker, callerClock.now());
     // qless replies the new expiry as a Lua number, which Redis truncates to an integer.
     return job.lease ? seconds(job.lease.expiresAt) : 0;
@@ -331,6 +350,14 @@ const JOB_COMMANDS: Record<string, Handler> = {
     return names.length > 0 ? Promise.all(names.map((name) => queueCounts(backend, name, settings))) : {};
   },
 };
+
+/**
+ * The job with the data its worker sent written onto it, as qless's complete, heartbeat and fail write
+ * it, where the store can change a job's data in place (JobDataEditing); elsewhere it is not kept.
+ */
+async function withWorkerData(backend: Backend, job: Job, data: Json | undefined): Promise<Job> {
+  return data !== undefined && hasJobDataEditing(backend) ? backend.setData(job.queue, job.id, data) : job;
+}
 
 /** `log`'s data: a JSON object whose fields join the history entry (qless's entry is that table). */
 function logData(text: string): Record<string, unknown> {
