@@ -125,6 +125,9 @@ export const stateIn =
   (job: Job): string =>
     qlessStateOf(job, stateMarks(settings, backend, job));
 
+/** Jobs by jid, as Redis orders the members of a sorted set whose scores tie. */
+export const byJid = (a: Job, b: Job) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
 /** qless deletes a canceled job, so a store that keeps it shows a qless client nothing. */
 export const forgotten = (job: Job) => job.state === "canceled";
 
@@ -234,7 +237,7 @@ export async function jobsOfBackend(backend: Backend): Promise<Job[]> {
     for (const state of states) jobs.push(...(await everyJob(backend, queue, state)));
   }
   // As a tag's sorted set orders them: by put time, ties by jid.
-  return jobs.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return jobs.sort((a, b) => a.createdAt - b.createdAt || byJid(a, b));
 }
 
 /**

@@ -19,6 +19,7 @@ import type { QlessHistoryEntry } from "./qless-history.js";
 import {
   type Handler,
   type TranslatedNotes,
+  byJid,
   editable,
   elsewhere,
   everyJob,
@@ -319,7 +320,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
         settings.promotions.checked(backend, queue, now);
         // qless's scheduled set, by due time, then by jid.
         const delayed = await everyJob(backend, queue, "delayed");
-        return delayed.sort((a, b) => (a.runAt ?? 0) - (b.runAt ?? 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+        return delayed.sort((a, b) => (a.runAt ?? 0) - (b.runAt ?? 0) || byJid(a, b));
       },
       depends: () => everyJob(backend, queue, "blocked"),
       // Recurring jobs are qless's own; no other store has them.

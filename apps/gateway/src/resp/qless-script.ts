@@ -166,30 +166,42 @@ function scriptError(error: unknown): RespError {
 }
 
 /**
- * qless's `cancel jid...` off Redis: each jid on the store that holds it (found as for any jid), the
- * ones no store holds ignored, as qless ignores them; the reply is the jids given.
+ * Runs `command` on each jid where a store holds it (found as for any jid; qless's jids are global, so
+ * they may be in different queues), skipping those no store holds; the translated replies, in order.
  */
+async function onEachHeldJid(
+  context: QlessCallContext,
+  access: ReturnType<typeof accessOf>,
+  command: string,
+  jids: string[],
+  now: string | undefined,
+): Promise<unknown[]> {
+  const replies: unknown[] = [];
+  for (const jid of jids) {
+    const queue = await context.jids.queueOf(jid);
+    if (queue === undefined) continue;
+    context.authorize(access, queue);
+    replies.push(
+      await onQlessClock(context.qlessClock ?? "caller", now, () =>
+        runTranslated(context.router.resolve(queue).backend, queue, command, [jid], context.qlessSettings),
+      ),
+    );
+  }
+  return replies;
+}
+
+/** qless's `cancel jid...` off Redis: each jid where a store holds it, the others ignored as qless ignores them; the reply is the jids given. */
 async function cancelEach(
   context: QlessCallContext,
   access: ReturnType<typeof accessOf>,
   jids: string[],
   now: string | undefined,
 ): Promise<RespValue> {
-  for (const jid of jids) {
-    const queue = await context.jids.queueOf(jid);
-    if (queue === undefined) continue;
-    context.authorize(access, queue);
-    await onQlessClock(context.qlessClock ?? "caller", now, () =>
-      runTranslated(context.router.resolve(queue).backend, queue, "cancel", [jid], context.qlessSettings),
-    );
-  }
+  await onEachHeldJid(context, access, "cancel", jids, now);
   return asScriptReply("cancel", jids, jids);
 }
 
-/**
- * qless's `get jid` and `multiget jid...` off Redis: each jid read where a store holds it (qless's jids
- * are global, so they may be in different queues), those no store holds left out (`get` answers nil).
- */
+/** qless's `get jid` and `multiget jid...` off Redis: each jid read where a store holds it, the others left out (`get` answers nil). */
 async function getEach(
   context: QlessCallContext,
   access: ReturnType<typeof accessOf>,
@@ -197,18 +209,8 @@ async function getEach(
   jids: string[],
   now: string | undefined,
 ): Promise<RespValue> {
-  const jobs: unknown[] = [];
-  for (const jid of jids) {
-    const queue = await context.jids.queueOf(jid);
-    if (queue === undefined) continue;
-    context.authorize(access, queue);
-    const job = await onQlessClock(context.qlessClock ?? "caller", now, () =>
-      runTranslated(context.router.resolve(queue).backend, queue, "get", [jid], context.qlessSettings),
-    );
-    if (job !== null) jobs.push(job);
-  }
-  if (command === "get") return asScriptReply("get", jids, jobs[0] ?? null);
-  return asScriptReply("multiget", jids, jobs);
+  const jobs = (await onEachHeldJid(context, access, "get", jids, now)).filter((job) => job !== null);
+  return command === "get" ? asScriptReply("get", jids, jobs[0] ?? null) : asScriptReply("multiget", jids, jobs);
 }
 
 /**
