@@ -68,6 +68,21 @@ export function hasJobDataEditing(backend: Backend): backend is Backend & JobDat
 }
 
 /**
+ * Giving a reserved job back without spending its run: the lease ends at once, so the next reserve
+ * hands the job out again ahead of waiting jobs, and its attempts drop by one, so that run neither
+ * counts towards maxAttempts nor exhausts the job when it is handed out again. qless's `timeout`
+ * takes a job from its worker this way (its retries are spent only by a lock that runs out).
+ * Refused with LeaseLostError when `worker` no longer holds the job.
+ */
+export interface RunRelease {
+  release(queue: string, id: string, options: { worker: string }): Promise<Job>;
+}
+
+export function hasRunRelease(backend: Backend): backend is Backend & RunRelease {
+  return typeof (backend as Partial<RunRelease>).release === "function";
+}
+
+/**
  * Finding a job by its id alone, on a store whose ids are per queue: what qless's global jids need
  * (a put of a jid another queue holds moves that job). Without it a door asks every queue.
  */

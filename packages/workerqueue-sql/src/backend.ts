@@ -21,6 +21,7 @@ import {
   type NormalizedEnqueueInput,
   type Page,
   type ReserveOptions,
+  type RunRelease,
   type StoreEvent,
   ValidationError,
   decodeCursor,
@@ -49,7 +50,7 @@ import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
-import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, setJobProgress } from "./transitions.js";
+import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, releaseJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
 
@@ -83,7 +84,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
+class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunRelease {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -275,6 +276,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed {
   async setTags(queue: string, id: string, tags: string[]): Promise<Job> {
     await this.ready();
     return setTags(this.store, queue, id, tags);
+  }
+
+  async release(queue: string, id: string, options: { worker: string }): Promise<Job> {
+    await this.ready();
+    return releaseJob(this.store, queue, id, options.worker);
   }
 
   async setData(queue: string, id: string, data: Json): Promise<Job> {

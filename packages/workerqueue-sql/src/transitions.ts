@@ -180,6 +180,24 @@ export async function heartbeatJob(store: Store, queue: string, id: string, opti
   );
 }
 
+/**
+ * RunRelease: the lease ends now (the next claim takes the row first, as it takes every lapsed lease)
+ * and `attempts` drops by one, so the claim that hands the job out again brings it back to this run's count.
+ */
+export async function releaseJob(store: Store, queue: string, id: string, worker: string): Promise<Job> {
+  if (typeof worker !== "string" || worker.length === 0) {
+    throw new ValidationError("workerqueue-sql: release needs the worker that holds the lease");
+  }
+  const values = (now: number) => ({
+    [SY.leaseUntil]: now - 1,
+    attempts: store.knex.raw("case when attempts > 0 then attempts - 1 else 0 end"),
+  });
+  return (
+    (await updateHeld(store, queue, id, worker, values(store.now()))) ??
+    transition(store, queue, id, "release", { worker, states: ["active"], onWrongState: "lease-lost" }, (_, now) => values(now))
+  );
+}
+
 export async function setJobProgress(store: Store, queue: string, id: string, worker: string | undefined, progress: Json): Promise<Job> {
   const values = { [SY.progress]: JSON.stringify(progress) };
   return (

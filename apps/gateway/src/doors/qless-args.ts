@@ -1,4 +1,5 @@
 import { type EnqueueInput, type Job, type Json, QlessCommandError } from "@switchyard/core";
+import { BeyondJsonError, cjsonDecode } from "./cjson.js";
 
 /**
  * A qless command's arguments as qless's script reads them, and the Lua and Redis idioms of its
@@ -37,31 +38,48 @@ export function numeric(command: string, func: string, value: Arg | undefined, n
   return number;
 }
 
-function jsonArg(command: string, func: string, value: Arg | undefined, name: string): Json {
+/**
+ * A JSON argument read as qless.lua reads it, `assert(cjson.decode(value), message)`: refused in
+ * cjson's words when it is not JSON (or not given), and with qless's `message` when it is `false`.
+ */
+export function cjsonArg(command: string, value: Arg | undefined, message: string): Json {
+  if (value === undefined) throw qlessError(command, "bad argument #1 to 'decode' (string expected, got nil)");
+  let decoded: Json;
   try {
-    return JSON.parse(String(value ?? "")) as Json;
-  } catch {
-    throw qlessError(command, `${func}(): Arg "${name}" missing or not JSON: ${value ?? "nil"}`);
+    decoded = cjsonDecode(String(value));
+  } catch (error) {
+    if (error instanceof BeyondJsonError) throw qlessError(command, `${message.replace(/:.*$/, "")}: holds ${error.message}`);
+    throw qlessError(command, (error as Error).message);
   }
+  if (decoded === false) throw qlessError(command, message);
+  return decoded;
 }
 
-/** The data a worker sends with complete, heartbeat or fail (none when not given), refused in qless's words when not JSON. */
+/** The data a worker sends with heartbeat or fail (none when not given or `false`, as qless skips it), refused in cjson's words when not JSON. */
 export function workerData(command: string, func: string, value: Arg | undefined): Json | undefined {
-  return value === undefined ? undefined : jsonArg(command, func, value, "data");
+  if (value === undefined || value === "false") return undefined;
+  return cjsonArg(command, value, `${func}(): Arg "data" not JSON: ${value}`);
 }
 
 /**
  * A JSON list of names (tags, jids). qless concatenates each into its keys (`ql:t:` .. tag), so a
  * number is the name Lua's tostring gives it (`1`, `1.5`, `1e+20`); anything else is refused.
  */
-function nameList(command: string, func: string, value: Arg | undefined, name: string): string[] {
-  const parsed = jsonArg(command, func, value, name);
+function nameList(command: string, func: string, value: Arg | undefined, name: string, falseMessage: string): string[] {
+  const parsed = cjsonArg(command, value, falseMessage);
   // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
   if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
   if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string" || typeof item === "number")) {
     throw qlessError(command, `${func}(): Arg "${name}" not a JSON array of strings or numbers: ${value}`);
   }
   return parsed.map((item) => (typeof item === "number" ? luaNumberText(item) : item));
+}
+
+let tableAddress = 0x5555_5555_0000;
+/** A Lua table as `tostring` prints it (qless prints its argument table in one error): an address, new each time. */
+function luaTableText(): string {
+  tableAddress += 0x40;
+  return `table: 0x${tableAddress.toString(16)}`;
 }
 
 /** A number as Lua 5.1 turns it into text (`%.14g`). */
@@ -81,18 +99,24 @@ export function luaNumberText(value: number): string {
 export function putInput(args: QlessArgs, before: Job | null = null): EnqueueInput {
   const jid = required("put", "Put", args, 2, "jid");
   const klass = required("put", "Put", args, 3, "klass");
-  const data = jsonArg("put", "Put", args[4], "data");
+  const data = cjsonArg("put", args[4], `Put(): Arg "data" missing or not JSON: ${args[4]}`);
   const delay = numeric("put", "Put", args[5] ?? 0, "delay");
   const rest = args.slice(6);
-  if (rest.length % 2 === 1) throw qlessError("put", "Odd number of additional args");
+  if (rest.length % 2 === 1) throw qlessError("put", `Odd number of additional args: ${luaTableText()}`);
   // As qless reads them into a table: an option given twice takes its last value.
   const options = new Map<string, Arg | undefined>();
   for (let i = 0; i < rest.length; i += 2) options.set(String(rest[i]), rest[i + 1]);
   const option = <T>(key: string, parse: (value: Arg | undefined) => T, kept: T): T => (options.has(key) ? parse(options.get(key)) : kept);
   const retries = option("retries", (value) => numeric("put", "Put", value, "retries"), (before?.maxAttempts ?? DEFAULT_RETRIES + 1) - 1);
-  const tags = option("tags", (value) => nameList("put", "Put", value, "tags"), before?.tags ?? []);
-  const priority = option("priority", (value) => numeric("put", "Put", value, "priority"), before?.priority ?? 0);
-  const depends = option("depends", (value) => nameList("put", "Put", value, "depends"), []);
+  // qless's own message for tags has no colon: `Put(): Arg "tags" not JSONfalse`.
+  const tags = option("tags", (value) => nameList("put", "Put", value, "tags", `Put(): Arg "tags" not JSON${value}`), before?.tags ?? []);
+  // As tags', qless's message for priority has no colon: `Put(): Arg "priority" not a numberhigh`.
+  const priority = option(
+    "priority",
+    (value) => luaNumber("put", value ?? "", () => `Put(): Arg "priority" not a number${value ?? "nil"}`),
+    before?.priority ?? 0,
+  );
+  const depends = option("depends", (value) => nameList("put", "Put", value, "depends", `Put(): Arg "depends" not JSON: ${value}`), []);
   const input: EnqueueInput = { id: jid, name: klass, data, maxAttempts: retries + 1 };
   if (delay > 0) input.delay = Math.round(delay * 1000);
   // Clients send every option with its default (qless-py: priority 0, tags [], depends []); only
@@ -106,29 +130,96 @@ export function putInput(args: QlessArgs, before: Job | null = null): EnqueueInp
 /** What `complete <jid> <worker> <queue> <data> [next <queue> [delay <s>] [depends <jids>]]` asks beyond a completion. */
 export interface Advance {
   next: string;
-  data: Json;
   /** Seconds to wait in the next queue (0: none). */
   delay: number;
   depends: string[];
 }
 
 /**
- * The options of a qless `complete`, checked in job.lua's order: the job moves on to `next` when it
- * is given (null: a plain completion); `delay` or `depends` without `next` is qless's error.
+ * The data and options of a qless `complete`, checked in job.lua's order: the data is decoded first
+ * (cjson's words when it is not JSON or not given), then `delay` (a bare `assertion failed!` when not
+ * a number) and `depends`; the job moves on to `next` when it is given (advance null: a plain
+ * completion); `delay` or `depends` without `next` is qless's error.
  */
-export function advanceOf(args: QlessArgs): Advance | null {
-  const rest = args.slice(4);
-  if (rest.length === 0) return null;
+export function completeOptions(args: QlessArgs): { data: Json; advance: Advance | null } {
+  const data = cjsonArg("complete", args[3], `Complete(): Arg "data" missing or not JSON: ${args[3]}`);
   // As Lua reads them into a table: an option given twice takes its last value, a key without one is nil.
+  const rest = args.slice(4);
   const options = new Map<string, Arg>();
   for (let i = 0; i < rest.length; i += 2) if (rest[i + 1] !== undefined) options.set(String(rest[i]), rest[i + 1] as Arg);
-  const delay = options.has("delay") ? numeric("complete", "Complete", options.get("delay"), "delay") : 0;
-  const depends = options.has("depends") ? nameList("complete", "Complete", options.get("depends"), "depends") : [];
-  const next = options.get("next");
+  const given = (option: string) => options.get(option);
+  const delay = options.has("delay") ? luaNumber("complete", given("delay") as Arg, () => "assertion failed!") : 0;
+  const depends = options.has("depends")
+    ? nameList("complete", "Complete", given("depends"), "depends", `Complete(): Arg "depends" not JSON: ${given("depends")}`)
+    : [];
+  const next = given("next");
   for (const option of ["delay", "depends"])
     if (options.has(option) && next === undefined) throw qlessError("complete", `Complete(): "${option}" cannot be used without a "next".`);
-  if (next === undefined) return null;
-  return { next: String(next), data: jsonArg("complete", "Complete", args[3], "data"), delay, depends };
+  return { data, advance: next === undefined ? null : { next: String(next), delay, depends } };
+}
+
+/**
+ * The argument checks qless.lua makes before it reads the job a command names, in its order, so that
+ * a command is refused for its arguments first whether or not a store holds its jid.
+ */
+export function checkJobArgs(command: string, args: QlessArgs): void {
+  const func = command.charAt(0).toUpperCase() + command.slice(1);
+  const need = (index: number, name: string, as = func) => required(command, as, args, index, name);
+  switch (command) {
+    case "complete":
+      need(1, "worker");
+      need(2, "queue");
+      completeOptions(args);
+      return;
+    case "fail":
+      need(1, "worker");
+      need(2, "group");
+      need(3, "message");
+      workerData(command, func, args[4]);
+      return;
+    case "heartbeat":
+      // qless's own message has the typo: "Heatbeat(): Arg "worker" missing".
+      need(1, "worker", "Heatbeat");
+      workerData(command, func, args[2]);
+      return;
+    case "retry":
+      need(1, "queue");
+      need(2, "worker");
+      numeric(command, func, args[3] ?? 0, "delay");
+      return;
+    case "priority":
+      numeric(command, func, args[1], "priority", true);
+      return;
+    case "depends":
+      need(1, "command");
+      return;
+    case "recur":
+      checkRecurArgs(args);
+      return;
+  }
+}
+
+/** `recur queue jid klass data interval <interval> <offset> [options]`, checked in queue.lua's order (recurring jobs live only in qless-redis stores). */
+function checkRecurArgs(args: QlessArgs): void {
+  const [, jid, klass, data, spec, interval, offset] = args;
+  for (const [value, name] of [
+    [jid, "jid"],
+    [klass, "klass"],
+    [spec, "spec"],
+  ] as const)
+    if (value === undefined) throw qlessError("recur", `RecurringJob On(): Arg "${name}" missing`);
+  cjsonArg("recur", data, `RecurringJob On(): Arg "data" not JSON: ${data}`);
+  if (spec !== "interval") throw qlessError("recur", `Recur(): schedule type "${spec}" unknown`);
+  const number = (value: Arg | undefined, name: string) =>
+    luaNumber("recur", value ?? "", () => `Recur(): Arg "${name}" not a number: ${value ?? "nil"}`);
+  if (number(interval, "interval") <= 0) throw qlessError("recur", 'Recur(): Arg "interval" must be greater than 0');
+  number(offset, "offset");
+  const rest = args.slice(7);
+  if (rest.length % 2 === 1) throw qlessError("recur", `Odd number of additional args: ${luaTableText()}`);
+  const options = new Map<string, Arg | undefined>();
+  for (let i = 0; i < rest.length; i += 2) options.set(String(rest[i]), rest[i + 1]);
+  if (options.has("tags")) cjsonArg("recur", options.get("tags"), `Recur(): Arg "tags" must be JSON string array: ${options.get("tags")}`);
+  for (const name of ["priority", "retries", "backlog"]) if (options.has(name)) number(options.get(name), name);
 }
 
 /** Redis's refusal of a command qless calls with no members (`pause`, `unpause`, `worker.deregister` given nothing). */

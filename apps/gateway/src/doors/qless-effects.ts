@@ -32,11 +32,18 @@ export function tellPut(
   settings.channels.publish("ql:log", qlessLog.put(jid, queue), queue);
   const holder = before?.state === "active" ? (before.lease?.worker ?? "") : "";
   if (before && holder !== "" && holder !== worker) settings.channels.lockLost(before.queue, jid, holder);
-  if (before && before.queue !== queue) {
-    settings.tracked.moved(backend, before.queue, queue, jid);
-    settings.runs.moved(backend, before.queue, queue, jid);
-  }
+  carryOver(settings, backend, before, queue);
   settings.channels.tellTracked(backend, queue, jid, "put");
+}
+
+/**
+ * A job put back into `queue` (a put, requeue or unfail): qless's jids are global, so a job moved from
+ * another queue stays tracked and keeps its failure record.
+ */
+export function carryOver(settings: QlessSettings, backend: Backend, before: Job | null, queue: string): void {
+  if (!before || before.queue === queue) return;
+  settings.tracked.moved(backend, before.queue, queue, before.id);
+  settings.runs.moved(backend, before.queue, queue, before.id);
 }
 
 /** An entry of qless's history for a move of `job` (as it stands after it) the doors made, at the caller's now. */

@@ -11,9 +11,13 @@ export interface QlessHistoryEntry {
 /** Where a job stands, coarsely: a kept history is shown only while the job still stands where the doors left it. */
 type Standing = { state: "pending" | "active" | "completed" | "failed" | "canceled"; attempts: number | null };
 
+/** Fields of qless's job hash that qless leaves stale and a store's state cannot show (see QlessHistory.stale). */
+export type StaleFields = Partial<{ state: string; worker: string; expires: number }>;
+
 interface KeptHistory {
   entries: QlessHistoryEntry[];
   after: Standing;
+  stale?: { fields: StaleFields; after: Standing; lease: number | null };
   /** The client's own text of the job's data at its last put, when it differs from JSON.stringify's. */
   dataText?: { text: string; canonical: string };
 }
@@ -57,7 +61,7 @@ export class QlessHistory {
     const kept = jobs?.get(keyOf(job.queue, job.id));
     if (!jobs || !kept) return;
     const entries = appended(kept.entries, { when: seconds(now), ...entry }, mostEntries);
-    setNewest(jobs, keyOf(job.queue, job.id), { ...kept, entries, after: standingOf(job) }, MOST_JOBS);
+    setNewest(jobs, keyOf(job.queue, job.id), { ...kept, entries, after: standingOf(job), stale: undefined }, MOST_JOBS);
   }
 
   /**
@@ -75,7 +79,28 @@ export class QlessHistory {
   /** A change of `job` the doors made that adds no entry (a retry given back): it stands as it is now. */
   saw(backend: Backend, job: Job): void {
     const kept = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
-    if (kept) kept.after = standingOf(job);
+    if (!kept) return;
+    kept.after = standingOf(job);
+    kept.stale = undefined;
+  }
+
+  /**
+   * Fields qless leaves stale in its job hash after a change the doors just made to `job`: a delayed
+   * retry keeps the old worker and lock expiry, a `complete ... next ... delay` leaves the state
+   * `waiting`, a lock in its grace period keeps its old expiry. Shown while the job stands as it is
+   * now, its lease unchanged; the doors' next change of it drops them.
+   */
+  stale(backend: Backend, job: Job, fields: StaleFields): void {
+    const kept = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id));
+    if (kept) kept.stale = { fields, after: standingOf(job), lease: job.lease?.expiresAt ?? null };
+  }
+
+  staleOf(backend: Backend, job: Job): StaleFields | undefined {
+    const stale = this.#jobs.get(backend)?.get(keyOf(job.queue, job.id))?.stale;
+    if (!stale || !this.of(backend, job)) return undefined;
+    const now = standingOf(job);
+    const same = stale.after.state === now.state && stale.after.attempts === now.attempts && stale.lease === (job.lease?.expiresAt ?? null);
+    return same ? stale.fields : undefined;
   }
 
   /** The job's history, when it stands where the doors left it. */

@@ -5,16 +5,18 @@ import {
   type Job,
   type JobEditing,
   type JobState,
+  type Json,
   LeaseLostError,
   NotFoundError,
   UnsupportedError,
   hasJobEditing,
   hasJobRemoval,
+  hasRunRelease,
   queuesToSearch,
 } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { type Advance, type QlessArgs, luaList, putInput, qlessError, seconds } from "./qless-args.js";
-import type { QlessHistoryEntry } from "./qless-history.js";
+import type { QlessHistoryEntry, StaleFields } from "./qless-history.js";
 import { QLESS_STATE, type WorkerCommand, notRunning } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import type { QlessFailure, RunMarks } from "./qless-state.js";
@@ -28,10 +30,11 @@ import type { QlessFailure, RunMarks } from "./qless-state.js";
 /**
  * qless spends a retry when a run ends in a retry or a lock expiry, not when a job is popped; core
  * counts runs. So a job waiting for another run has spent one per run so far, while a running or
- * finished job has not spent its current (last) run.
+ * finished job has not spent its current (last) run. A job a `timeout` released (RunRelease) counts
+ * as waiting: its run was given back.
  */
-export function remainingRetries(job: Job): number {
-  const pending = job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
+export function remainingRetries(job: Job, released = false): number {
+  const pending = released || job.state === "waiting" || job.state === "delayed" || job.state === "blocked";
   return Math.max(0, job.maxAttempts - job.attempts - (pending ? 1 : 0));
 }
 
@@ -46,7 +49,11 @@ export const exhaustedMessage = (queue: string) => `Job exhausted retries in que
 export interface QlessMarks extends RunMarks {
   tracked?: boolean;
   stalled?: boolean;
+  /** Stalled by a `timeout` that gave the run back to the store (RunRelease). */
+  released?: boolean;
   scheduled?: boolean;
+  /** Fields qless would still show from before the doors' last change (qless-history.ts). */
+  stale?: StaleFields;
   /** The history qless would show, kept by the doors (qless-history.ts); else it is rebuilt from the job's timestamps. */
   history?: QlessHistoryEntry[];
   /** The data's text as the client spelled it, given its JSON.stringify text (qless-history.ts). */
@@ -74,7 +81,7 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     expires: job.lease && !marks.stalled ? job.lease.expiresAt / 1000 : 0,
     retries: job.maxAttempts - 1,
     // A retry that finds none left takes qless's count below zero; a `fail` spends none.
-    remaining: marks.exhausted ? -1 : remainingRetries(job),
+    remaining: marks.exhausted ? -1 : remainingRetries(job, marks.released),
     data: marks.dataText?.(data) ?? data,
     tags: luaList(job.tags),
     history: marks.history ?? historyOf(job, marks),
@@ -82,6 +89,7 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     spawned_from_jid: false,
     dependents: {},
     dependencies: luaList(job.dependsOn),
+    ...marks.stale,
   };
 }
 
@@ -116,6 +124,7 @@ function failureOf(job: Job, marks: QlessMarks): QlessFailure | Record<string, n
 /** The marks of the gateway's that change a job's qless state: stalled by a `timeout`, still scheduled. */
 const stateMarks = (settings: QlessSettings, backend: Backend, job: Job) => ({
   stalled: settings.timeouts.stalled(backend, job),
+  released: settings.timeouts.released(backend, job),
   scheduled: settings.promotions.stillScheduled(backend, job),
 });
 
@@ -141,6 +150,7 @@ export const viewOf =
       tracked: settings.tracked.has(backend, job.queue, job.id),
       ...stateMarks(settings, backend, job),
       history: settings.history.of(backend, job),
+      stale: settings.history.staleOf(backend, job),
       dataText: (canonical) => settings.history.dataTextOf(backend, job, canonical),
       ...settings.runs.of(backend, job),
     });
@@ -241,17 +251,21 @@ export async function jobsOfBackend(backend: Backend): Promise<Job[]> {
 }
 
 /**
- * Ends a job's lease at once, as qless's `timeout` takes the lock: a heartbeat by its holder giving a
- * lease that ran out a moment before the command's time, so the next reserve hands the job out again
- * (expired leases first, as qless pops a timed-out job first). A store whose clock the gateway does not
- * set answers a lease 1 ms long, which is waited out.
+ * Takes a job from its worker as qless's `timeout` takes the lock: the next reserve hands the job out
+ * again (lapsed leases first, as qless pops a timed-out job first). A store that can release a run
+ * (RunRelease) gives it back unspent, as qless spends retries only on a lock that runs out; elsewhere
+ * the lease is ended by a heartbeat of its holder giving a lease that ran out a moment before the
+ * command's time, and that run is spent. A store whose clock the gateway does not set answers a
+ * lease 1 ms long, which is waited out.
  */
-export async function expireLease(backend: Backend, job: Job): Promise<Job> {
+export async function takeFromWorker(backend: Backend, job: Job): Promise<Job> {
   const worker = job.lease?.worker ?? "";
   const now = callerClock.now();
   let expired: Job;
   try {
-    expired = await callerClock.run(now - 2, () => backend.heartbeat(job.queue, job.id, { worker, leaseMs: 1 }));
+    expired = hasRunRelease(backend)
+      ? await backend.release(job.queue, job.id, { worker })
+      : await callerClock.run(now - 2, () => backend.heartbeat(job.queue, job.id, { worker, leaseMs: 1 }));
   } catch (error) {
     // Finished or handed to another worker since it was read: no longer the running job qless would time out.
     if (error instanceof NotFoundError || error instanceof LeaseLostError || error instanceof InvalidStateError) {
@@ -304,17 +318,17 @@ async function unfinished(backend: Backend, jid: string): Promise<boolean> {
 
 /**
  * qless's `complete ... next <queue>`: once completed, the job is put in the next queue under its jid
- * with the data the worker sent (priority, tags and retries kept, its runs counted afresh), as qless
+ * with the `data` the worker sent (priority, tags and retries kept, its runs counted afresh), as qless
  * moves it on. Asked before the completion, this refuses what the store cannot do while nothing has
  * changed; its `finish` then moves the completed job on.
  */
-export async function prepareAdvance(backend: Backend, queue: string, jid: string, advance: Advance) {
+export async function prepareAdvance(backend: Backend, queue: string, jid: string, advance: Advance, data: Json) {
   const dependsOn: string[] = [];
   // qless waits only on jids it holds unfinished; the others are dropped, as job.lua drops them.
   for (const dependency of advance.depends) if (await unfinished(backend, dependency)) dependsOn.push(dependency);
   if (dependsOn.length > 0 && !backend.capabilities.dependencies) throw unsupported("complete with next and depends", queue, backend);
   const job = await existing(backend.get(queue, jid), "Complete", jid);
-  const input = putInput(["", advance.next, jid, job.name, JSON.stringify(advance.data), advance.delay], job);
+  const input = putInput(["", advance.next, jid, job.name, JSON.stringify(data), advance.delay], job);
   if (dependsOn.length > 0) input.dependsOn = dependsOn;
   const { next } = advance;
   // Into its own queue: put again there. Into another: moved as a put moves it, once completed.

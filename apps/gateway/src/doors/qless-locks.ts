@@ -65,6 +65,8 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
       if (graceMs > 0) {
         const kept = await gone(renewLock(backend, queue, job.id, worker, graceMs));
         if (kept) settings.grace.mark(backend, kept);
+        // qless keeps the lock's old expiry in the job's hash through its grace.
+        if (kept) settings.history.stale(backend, kept, { expires: (job.lease?.expiresAt ?? 0) / 1000 });
         continue;
       }
     }
@@ -74,6 +76,8 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
       const failed = await gone(backend.fail(queue, job.id, { worker, error: { group, message }, retry: false }));
       if (!failed) continue;
       logHistory(settings, backend, failed, { what: "failed", group });
+      // Spent past its last retry: qless's `remaining` goes below zero, as after a retry that finds none.
+      settings.runs.failed(backend, queue, job.id, { exhausted: true });
       countFailed(settings, backend, queue);
       settings.channels.tellTracked(backend, queue, job.id, "failed");
       settings.channels.publish("ql:log", qlessLog.failed(job.id, worker, group, message), queue);

@@ -257,22 +257,56 @@ export class QlessRuns {
  * next reserve hands the job out again, expired leases first); until then qless shows the job as
  * `stalled`, not running, and refuses its old worker. A mark holds while the job keeps the very lease
  * it was given; a new lease (the job popped again) or any other change ends it.
+ *
+ * qless's timeout also leaves the jid in its old worker's job set (`ql:w:<worker>:jobs`, scored by
+ * the lock's expiry), where `workers` goes on counting it (a job until that expiry, stalled after);
+ * only a put or cancel while the job is still stalled, or the worker's deregistration, takes it out.
  */
 export class QlessTimeouts {
-  readonly #marks = new WeakMap<Backend, Map<string, { worker: string; expiresAt: number }>>();
+  readonly #marks = new WeakMap<Backend, Map<string, { worker: string; expiresAt: number; released: boolean }>>();
+  /** Per backend and worker: the jobs a timeout left in its job set, by key, with the lock's expiry. */
+  readonly #leftBehind = new WeakMap<Backend, Map<string, Map<string, { jid: string; expiresAt: number }>>>();
 
-  mark(backend: Backend, job: Job): void {
-    if (job.lease) setNewest(perBackend(this.#marks, backend), keyOf(job.queue, job.id), { ...job.lease });
+  /** `taken` is the job as its worker held it; `timedOut` as the store answered (released: the run given back, RunRelease). */
+  mark(backend: Backend, taken: Job, timedOut: Job, released: boolean): void {
+    if (!taken.lease || !timedOut.lease) return;
+    const { worker, expiresAt } = taken.lease;
+    setNewest(perBackend(this.#marks, backend), keyOf(timedOut.queue, timedOut.id), { ...timedOut.lease, released });
+    const left = perBackend(this.#leftBehind, backend);
+    const jobs = left.get(worker) ?? new Map<string, { jid: string; expiresAt: number }>();
+    left.set(worker, jobs);
+    setNewest(jobs, keyOf(taken.queue, taken.id), { jid: taken.id, expiresAt }, 1_000);
+  }
+
+  /** The jobs timeouts left in `worker`'s job set, with their old locks' expiries. */
+  leftWith(backend: Backend, worker: string): Array<{ jid: string; expiresAt: number }> {
+    return [...(this.#leftBehind.get(backend)?.get(worker)?.values() ?? [])];
+  }
+
+  deregister(backend: Backend, workers: string[]): void {
+    for (const worker of workers) this.#leftBehind.get(backend)?.delete(worker);
   }
 
   /** Whether qless would call this job `stalled`: timed out and not handed out since. */
   stalled(backend: Backend, job: Job): boolean {
+    return this.#markOf(backend, job) !== undefined;
+  }
+
+  /** Whether this job is stalled with its run given back to the store. */
+  released(backend: Backend, job: Job): boolean {
+    return this.#markOf(backend, job)?.released ?? false;
+  }
+
+  #markOf(backend: Backend, job: Job) {
+    const key = keyOf(job.queue, job.id);
     const marks = this.#marks.get(backend);
-    const mark = marks?.get(keyOf(job.queue, job.id));
-    if (!mark) return false;
-    if (job.state === "active" && job.lease?.worker === mark.worker && job.lease.expiresAt === mark.expiresAt) return true;
-    marks?.delete(keyOf(job.queue, job.id));
-    return false;
+    const mark = marks?.get(key);
+    if (!mark) return undefined;
+    if (job.state === "active" && job.lease?.worker === mark.worker && job.lease.expiresAt === mark.expiresAt) return mark;
+    marks?.delete(key);
+    // Put again or canceled while stalled: qless takes the jid out of its old worker's set then.
+    if (job.state !== "active") this.#leftBehind.get(backend)?.get(mark.worker)?.delete(key);
+    return undefined;
   }
 
   /** Whether any job of `queue` and `jid` may carry a mark (a cheap test before reading the job). */

@@ -1,20 +1,20 @@
 import type { Job } from "@switchyard/core";
-import { UnsupportedError } from "@switchyard/core";
+import { UnsupportedError, hasRunRelease } from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import { againAsNew } from "./native-actions.js";
 import { type Arg, listRange, luaList, luaNumber, putInput, qlessError, wrongArgs } from "./qless-args.js";
-import { logHistory, tellPut } from "./qless-effects.js";
+import { carryOver, logHistory, tellPut } from "./qless-effects.js";
 import {
   type Handler,
   activeJobs,
   editable,
   elsewhere,
-  expireLease,
   failedJobs,
   failureGroup,
   forgotten,
   moveJob,
   moveable,
+  takeFromWorker,
   viewOf,
 } from "./qless-jobs.js";
 
@@ -75,7 +75,7 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     const jids = failed.filter((job) => failureGroup(job) === String(group)).map((job) => job.id);
     return { total: jids.length, jobs: luaList(listRange(jids, first, first + count - 1)) };
   },
-  async unfail(backend, queue, args, _settings, notes) {
+  async unfail(backend, queue, args, settings, notes) {
     if (args[0] === undefined) throw qlessError("unfail", "Queue(): no queue name provided");
     const group = args[1] === undefined ? undefined : String(args[1]);
     if (group === undefined) throw qlessError("unfail", 'Unfail(): Arg "group" missing');
@@ -97,6 +97,9 @@ export const STORE_COMMANDS: Record<string, Handler> = {
       const input = { id: job.id, ...againAsNew(job) };
       if (job.queue === queue) await editable(backend, queue, "unfail").replace(queue, job.id, input);
       else await moveJob(backend, job, queue, input, targets.get(job.id) ?? null);
+      // As queue.lua's unfail: a put entry in the job's history, its failure record kept; nothing published.
+      settings.history.put(backend, queue, job.id, callerClock.now(), settings.maxJobHistory(), job);
+      carryOver(settings, backend, job, queue);
       notes.moved?.(job.id, queue);
     }
     return chosen.length;
@@ -117,8 +120,8 @@ export const STORE_COMMANDS: Record<string, Handler> = {
       jobs.push(job);
     }
     for (const job of jobs) {
-      const expired = await expireLease(backend, job);
-      settings.timeouts.mark(backend, expired);
+      const expired = await takeFromWorker(backend, job);
+      settings.timeouts.mark(backend, job, expired, hasRunRelease(backend));
       logHistory(settings, backend, expired, { what: "timed-out" });
       settings.channels.lockLost(job.queue, job.id, job.lease?.worker ?? "");
     }
@@ -152,19 +155,19 @@ export const STORE_COMMANDS: Record<string, Handler> = {
   async workers(backend, _queue, args, settings) {
     const now = callerClock.now();
     const known = settings.workers.known(backend, now, settings.maxWorkerAgeMs());
-    // A worker's jobs are the jobs it holds a lease on: running while the lease lasts, stalled once it ran out.
+    // A worker's jobs are those it holds a lease on, and those a timeout left in its set (qless-state.ts),
+    // each by its lock's expiry: running while it lasts, stalled once it ran out.
     const held = (await activeJobs(backend)).filter((job) => job.lease !== null && !settings.timeouts.stalled(backend, job));
-    const byExpiry = (jobs: Job[]) => jobs.sort((a, b) => (b.lease?.expiresAt ?? 0) - (a.lease?.expiresAt ?? 0));
     const of = (worker: string) => {
-      const jobs = held.filter((job) => job.lease?.worker === worker);
-      return {
-        jobs: byExpiry(jobs.filter((job) => (job.lease?.expiresAt ?? 0) > now)),
-        stalled: byExpiry(jobs.filter((job) => (job.lease?.expiresAt ?? 0) <= now)),
-      };
+      const entries = [
+        ...held.filter((job) => job.lease?.worker === worker).map((job) => ({ jid: job.id, expiresAt: job.lease?.expiresAt ?? 0 })),
+        ...settings.timeouts.leftWith(backend, worker),
+      ].sort((a, b) => b.expiresAt - a.expiresAt);
+      return { jobs: entries.filter((entry) => entry.expiresAt > now), stalled: entries.filter((entry) => entry.expiresAt <= now) };
     };
     if (args[0] !== undefined) {
       const { jobs, stalled } = of(String(args[0]));
-      return { jobs: luaList(jobs.map((job) => job.id)), stalled: luaList(stalled.map((job) => job.id)) };
+      return { jobs: luaList(jobs.map((entry) => entry.jid)), stalled: luaList(stalled.map((entry) => entry.jid)) };
     }
     return luaList(
       known.map((name) => {
@@ -176,6 +179,7 @@ export const STORE_COMMANDS: Record<string, Handler> = {
   async "worker.deregister"(backend, _queue, args, settings) {
     if (args.length === 0) throw wrongArgs("worker.deregister");
     settings.workers.deregister(backend, args.map(String));
+    settings.timeouts.deregister(backend, args.map(String));
     return null;
   },
 };

@@ -2,7 +2,9 @@ import { type Backend, type Job, type Json, UnsupportedError, hasJobDataEditing,
 import { callerClock } from "../caller-clock.js";
 import {
   type QlessArgs,
-  advanceOf,
+  checkJobArgs,
+  cjsonArg,
+  completeOptions,
   luaList,
   luaNumber,
   numeric,
@@ -106,9 +108,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async complete(backend, queue, args, settings, notes) {
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
-    const advance = advanceOf(args);
-    const data = advance ? undefined : workerData("complete", "Complete", args[3]);
-    const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance));
+    const { data, advance } = completeOptions(args);
+    const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance, data));
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
     const completed = await asWorker(
       backend,
@@ -119,7 +120,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       () => backend.complete(queue, jid, { worker }),
       stateIn(settings, backend),
     );
-    const job = await withWorkerData(backend, completed, data);
+    const job = moveOn ? completed : await withWorkerData(backend, completed, data);
     settings.channels.tellTracked(backend, queue, jid, "completed");
     settings.runs.completed(backend, queue, jid);
     settings.stats.completed(backend, job, callerClock.now() / 1000);
@@ -129,6 +130,9 @@ const JOB_COMMANDS: Record<string, Handler> = {
       settings.queues.put(backend, moveOn.next);
       settings.history.put(backend, moveOn.next, jid, callerClock.now(), settings.maxJobHistory(), job);
       await moveOn.finish(job);
+      // qless answers `scheduled` but leaves the job's state `waiting` when it moves on with a delay.
+      const moved = moveOn.state === "scheduled" ? await backend.get(moveOn.next, jid) : null;
+      if (moved) settings.history.stale(backend, moved, { state: "waiting" });
       if (moveOn.next !== queue) {
         settings.tracked.moved(backend, queue, moveOn.next, jid);
         notes.moved?.(jid, moveOn.next);
@@ -232,6 +236,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
     const group = args[4] === undefined ? exhaustedGroup(queue) : String(args[4]);
     const message = args[5] === undefined ? exhaustedMessage(queue) : String(args[5]);
     const retryDelay = Math.max(0, Math.round(delay * 1000));
+    // qless leaves the job's worker and lock expiry in its hash after a retry: read them before it.
+    const held = (await backend.get(queue, jid))?.lease;
     const job = await asWorker(
       backend,
       queue,
@@ -249,7 +255,10 @@ const JOB_COMMANDS: Record<string, Handler> = {
     if (exhausted) {
       logHistory(settings, backend, job, { what: "failed", group });
       countFailed(settings, backend, queue);
-    } else settings.history.saw(backend, job);
+    } else {
+      settings.history.saw(backend, job);
+      if (held) settings.history.stale(backend, job, { worker: held.worker, expires: held.expiresAt / 1000 });
+    }
     if (args[4] !== undefined && args[5] !== undefined) {
       settings.runs.failed(backend, queue, jid, { failure: { group, message, when: seconds(callerClock.now()), worker }, exhausted });
     } else if (exhausted) settings.runs.failed(backend, queue, jid, { exhausted });
@@ -333,6 +342,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
     // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
     const jid = String(args[0] ?? "");
+    checkJobArgs("depends", args);
     const job = jid === "" ? null : await backend.get(queue, jid);
     const state = job && !forgotten(job) ? stateIn(settings, backend)(job) : "false";
     if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
@@ -362,12 +372,7 @@ async function withWorkerData(backend: Backend, job: Job, data: Json | undefined
 
 /** `log`'s data: a JSON object whose fields join the history entry (qless's entry is that table). */
 function logData(text: string): Record<string, unknown> {
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch {
-    throw qlessError("log", `Log(): Argument 'data' not cjson: ${text}`);
-  }
+  const data = cjsonArg("log", text, `Log(): Argument 'data' not cjson: ${text}`);
   if (data === null || typeof data !== "object" || Array.isArray(data))
     throw qlessError("log", `Log(): Argument 'data' not a JSON object: ${text}`);
   return data as Record<string, unknown>;

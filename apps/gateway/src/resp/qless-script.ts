@@ -2,6 +2,7 @@ import { QlessCommandError, hasQlessCommands, isSwitchyardError, queuesToSearch 
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
+import { checkJobArgs, luaNumber } from "../doors/qless-args.js";
 import { forgotten } from "../doors/qless-jobs.js";
 import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
@@ -75,6 +76,9 @@ function jidOf(command: string, args: QlessArgs): string | undefined {
   const value = args[at];
   return value === undefined || value === "" ? undefined : String(value);
 }
+
+/** The commands whose first act in qless.lua is `Qless.job(jid)`, which asserts the jid is given. */
+const JOB_FIRST = new Set(["get", "complete", "fail", "retry", "depends", "heartbeat", "priority"]);
 
 const REMEMBERED_JIDS = 100_000;
 
@@ -246,6 +250,11 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     const args = command === "put" && dialect.putWithoutWorker ? ["", ...given] : given;
     if (command === undefined) return new RespError("ERR Must provide a command");
     if (!(QLESS_COMMANDS as readonly string[]).includes(command)) return new RespError(`ERR Unknown command ${command}`);
+    // qless.lua reads `now` with Lua's tonumber before anything else, and reports a bad one as nil.
+    if (now === undefined) return new RespError("ERR bad argument #1 to 'tonumber' (value expected)");
+    luaNumber(command, now, () => 'Arg "now" missing or not a number: nil');
+    if (JOB_FIRST.has(command) && given.length === 0) return new RespError("ERR Job(): no jid provided");
+    checkJobArgs(command, args);
     const access = accessOf(command, args);
     context.authorize(access);
     for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
