@@ -26,6 +26,9 @@ interface LogMessage {
   to?: string;
 }
 
+/** Every move this feed can tell: what ql:log says, a put read as delayed when its job is scheduled. */
+const TOLD: ReadonlySet<JobEventType> = new Set([...Object.values(LOG_EVENT_TYPES), "delayed"]);
+
 /** Whether the job hash must say what the message does not: its queue, or whether a `put` scheduled it. */
 const needsLookup = (message: LogMessage) => message.event !== "completed" && message.event !== "advanced" && message.event !== "canceled";
 
@@ -66,6 +69,9 @@ export function qlessEventFeed(redis: Redis): JobEventFeed {
 
     watchEvents(onEvent, options = {}) {
       const subscriber = redis.duplicate();
+      /** The types asked for (null: every one); see tellOnly. */
+      let tells: ReadonlySet<JobEventType> | null = null;
+      const wanted = (type: JobEventType) => tells === null || tells.has(type);
       // Messages are told in the order they came. Those that arrive while the jobs of earlier ones
       // are looked up wait, and are looked up together: one round trip per burst, not per message.
       let waiting: string[] = [];
@@ -76,7 +82,10 @@ export function qlessEventFeed(redis: Redis): JobEventFeed {
         const messages: LogMessage[] = [];
         for (const text of texts) {
           try {
-            messages.push(JSON.parse(text) as LogMessage);
+            const message = JSON.parse(text) as LogMessage;
+            const type = LOG_EVENT_TYPES[message.event ?? ""];
+            // A put is told as enqueued or delayed, which only its job's state says.
+            if (type && (message.event === "put" ? wanted("enqueued") || wanted("delayed") : wanted(type))) messages.push(message);
           } catch (error) {
             options.onError?.(error as Error);
           }
@@ -85,23 +94,39 @@ export function qlessEventFeed(redis: Redis): JobEventFeed {
           const stored = await lookUp(messages);
           messages.forEach((message, i) => {
             const event = toEvent(message, stored[i]);
-            if (event) onEvent(event);
+            if (event && wanted(event.type)) onEvent(event);
           });
         } catch (error) {
           options.onError?.(error as Error);
         }
       };
       subscriber.on("message", (_channel: string, text: string) => {
+        // cjson writes `"event":"put"` so, and no other field can hold it unescaped: a put nobody
+        // asked for is dropped before it is parsed (one message per job enqueued).
+        if (tells !== null && !tells.has("enqueued") && !tells.has("delayed") && text.includes('"event":"put"')) return;
         if (waiting.length === 0) told = told.then(tellWaiting);
         waiting.push(text);
       });
       subscriber.on("error", (error: Error) => options.onError?.(error));
-      const subscribed = subscriber.subscribe("ql:log").catch((error: Error) => options.onError?.(error));
+      let listening = true;
+      let subscribed: Promise<unknown> = subscriber.subscribe("ql:log").catch((error: Error) => options.onError?.(error));
       return {
         close: async () => {
           await subscribed;
           subscriber.disconnect();
           await told;
+        },
+        // Asked for none of the moves ql:log tells, the feed stops listening to it (qless publishes
+        // to no one then), and listens again once asked: what was published meanwhile is not told.
+        tellOnly(types) {
+          tells = types === null ? null : new Set([...types].filter((type) => TOLD.has(type)));
+          const listen = tells === null || tells.size > 0;
+          if (listen !== listening) {
+            listening = listen;
+            const change = () => (listen ? subscriber.subscribe("ql:log") : subscriber.unsubscribe("ql:log"));
+            subscribed = subscribed.then(change).catch((error: Error) => options.onError?.(error));
+          }
+          return tells;
         },
       };
     },

@@ -27,4 +27,35 @@ describe("qless-redis: the ql:log event feed", () => {
     expect(events.every((event) => event.queue === "feed")).toBe(true);
     expect(errors.map((error) => error.name)).toEqual(["SyntaxError"]);
   });
+
+  it("tells only the moves asked for, and stops listening to ql:log while asked for none", async () => {
+    const events: StoreEvent[] = [];
+    const watch = qless.backend.watchEvents((event) => events.push(event));
+    const listeners = async () => ((await qless.redis.pubsub("NUMSUB", "ql:log")) as [string, number])[1];
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 100));
+    await settle();
+    expect(await listeners()).toBe(1);
+    // Only completions: the puts are dropped unread (no job looked up), the completion told.
+    expect(watch.tellOnly?.(new Set(["completed", "progress"]))).toEqual(new Set(["completed"]));
+    await qless.backend.enqueue("narrow", { name: "a", data: 1 });
+    const [held] = await qless.backend.reserve("narrow", { worker: "w" });
+    await qless.backend.complete("narrow", held?.id as string, { worker: "w" });
+    await settle();
+    expect(events.map((event) => event.type)).toEqual(["completed"]);
+    // None: no subscription, so qless publishes to no one; asked again, it listens from then on.
+    expect(watch.tellOnly?.(new Set())).toEqual(new Set());
+    await settle();
+    expect(await listeners()).toBe(0);
+    await qless.backend.enqueue("narrow", { name: "unheard", data: 2 });
+    expect(watch.tellOnly?.(null)).toBeNull();
+    await settle();
+    expect(await listeners()).toBe(1);
+    const { job } = await qless.backend.enqueue("narrow", { name: "heard", data: 3 });
+    await settle();
+    await watch.close();
+    expect(events.map((event) => [event.type, event.jobId ?? ""])).toEqual([
+      ["completed", held?.id],
+      ["enqueued", job.id],
+    ]);
+  });
 });

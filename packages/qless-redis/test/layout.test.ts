@@ -93,6 +93,43 @@ describe("qless-redis native layout", () => {
     expect(job.id).toMatch(/^[0-9a-f]{32}$/);
   });
 
+  it("a new job's enqueue writes what qless's own put writes at the same time: hash, history, scores, tag sets, messages", async () => {
+    const dump = async (jid: string, queue: string, tag: string) => {
+      const hash = await redis.hgetall(`ql:j:${jid}`);
+      return {
+        hash: { ...hash, jid: "<jid>", queue: "<queue>" },
+        history: (await history(jid)).map(([when, what, details]) => [when, what, { ...details, q: "<queue>" }]),
+        work: await redis.zscore(`ql:q:${queue}-work`, jid),
+        scheduled: await redis.zscore(`ql:q:${queue}-scheduled`, jid),
+        tagged: await redis.zscore(`ql:t:${tag}`, jid),
+        queued: await redis.zscore("ql:queues", queue),
+      };
+    };
+    const listener = server.connect();
+    const heard: string[] = [];
+    await listener.psubscribe("ql:*");
+    listener.on("pmessage", (_pattern, channel, message) => heard.push(`${channel} ${message}`));
+    for (const delay of [0, 30]) {
+      const [ours, theirs, tag] = [`ea-${unique()}`, `eb-${unique()}`, `tag-${unique()}`];
+      const input = { name: "my.Klass", data: { n: 1 }, priority: 3, tags: [tag], maxAttempts: 4 };
+      const { job } = await backend.enqueue(ours, delay > 0 ? { ...input, delay: delay * 1000 } : input);
+      const time = (await redis.hget(`ql:j:${job.id}`, "time")) as string;
+      // qless's put of the same job at the same time, into a queue of its own.
+      const jid = `put-${unique()}`;
+      const putDelay = delay > 0 ? String(Number(job.runAt) / 1000 - Number(time)) : "0";
+      await backend.qless("put", time, "", theirs, jid, "my.Klass", '{"n":1}', putDelay, "priority", 3, "tags", `["${tag}"]`, "retries", 3);
+      const [a, b] = [await dump(job.id, ours, tag), await dump(jid, theirs, tag)];
+      expect(a).toEqual({ ...b, queued: a.queued });
+      expect(a.queued).not.toBeNull();
+      expect(delay > 0 ? a.scheduled : a.work).not.toBeNull();
+      await eventually(async () => heard.some((line) => line.includes(jid)), "qless's put message");
+      const told = (id: string, queue: string) =>
+        heard.filter((line) => line.includes(id)).map((line) => line.replace(id, "<jid>").replace(queue, "<queue>"));
+      expect(told(job.id, ours)).toEqual(told(jid, theirs));
+    }
+    listener.disconnect();
+  });
+
   it("reserve takes the qless lock: locks zset, worker's jobs zset, ql:workers, popped history", async () => {
     const queue = `lq-${unique()}`;
     const { job } = await backend.enqueue(queue, { name: "k" });

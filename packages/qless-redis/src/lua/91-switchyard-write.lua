@@ -31,6 +31,43 @@ local function unique_holder(queue, unique)
   return holder
 end
 
+-- Q.put of a jid that no job holds, without dependencies: Q.put's reads of the old job (its fields,
+-- its history to trim, its dependencies) would find nothing, so they are left out; the keys written,
+-- their values and the messages published are Q.put's. `first` registers the queue (the batch's
+-- first put; the others would find it registered). Answers whether the jid is tracked.
+local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_json, retries, first)
+  local tags = cjson.decode(tags_json)
+  publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
+  redis.call('rpush', job_key(jid, '-history'), cjson.encode({ math.floor(now), 'put', { q = queue } }))
+  tag_index(jid, tags, now)
+  redis.call('hmset', job_key(jid),
+    'jid', jid,
+    'klass', klass,
+    'data', raw_data,
+    'priority', priority,
+    'tags', cjson.encode(tags),
+    'state', delay > 0 and 'scheduled' or 'waiting',
+    'worker', '',
+    'expires', 0,
+    'queue', queue,
+    'retries', retries,
+    'remaining', retries,
+    'time', string.format('%.20f', now))
+  if delay > 0 then
+    set_add(queue, 'scheduled', now + delay, jid)
+  else
+    work_add(queue, now, priority, jid)
+  end
+  if first then
+    register_queue(queue, now)
+  end
+  local tracked = is_tracked(jid)
+  if tracked then
+    publish('put', jid)
+  end
+  return tracked
+end
+
 -- Enqueues a batch, all or nothing. `items` is a JSON array of
 -- {now, jid, klass, data, delay, priority, tags, retries, depends, unique, meta, build}, every value a
 -- string as put takes it; `now` is the item's own put time, so equal priorities keep batch order.
@@ -69,10 +106,18 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json)
     answer_jid[i] = existing or item.jid
   end
 
+  local tracked, registered = {}, false
   for i, item in ipairs(items) do
     if creates[i] then
-      Q.put(tonumber(item.now), '', queue, item.jid, item.klass, item.data, item.delay, 'priority', item.priority,
-        'tags', item.tags, 'retries', item.retries, 'depends', item.depends)
+      if item.depends == '[]' then
+        tracked[i] = put_new(tonumber(item.now), queue, item.jid, item.klass, item.data, tonumber(item.delay),
+          tonumber(item.priority), item.tags, tonumber(item.retries), not registered)
+        registered = true
+      else
+        Q.put(tonumber(item.now), '', queue, item.jid, item.klass, item.data, item.delay, 'priority', item.priority,
+          'tags', item.tags, 'retries', item.retries, 'depends', item.depends)
+        tracked[i] = is_tracked(item.jid)
+      end
       if item.meta ~= '' then
         redis.call('hset', job_key(item.jid), SY_META, item.meta)
       end
@@ -87,7 +132,7 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json)
   -- job cost as much as writing it.
   local answers = {}
   for i, item in ipairs(items) do
-    if creates[i] and item.build == '1' and not is_tracked(item.jid) then
+    if creates[i] and item.build == '1' and not tracked[i] then
       answers[i] = { created = 1, time = string.format('%.20f', tonumber(item.now)) }
     else
       answers[i] = { created = creates[i] and 1 or 0, doc = sy_document(answer_jid[i]) }
