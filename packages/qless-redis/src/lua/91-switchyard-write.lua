@@ -31,11 +31,21 @@ local function unique_holder(queue, unique)
   return holder
 end
 
+-- Adds a page's waiting jobs to the queue's work set (score, jid pairs), in ZADDs of at most
+-- 1,000 members: Lua's unpack is capped near 8,000 values.
+local function add_work(queue, work)
+  for first = 1, #work, 2000 do
+    redis.call('zadd', queue_key(queue, 'work'), unpack(work, first, math.min(#work, first + 1999)))
+  end
+end
+
 -- Q.put of a jid that no job holds, without dependencies: Q.put's reads of the old job (its fields,
 -- its history to trim, its dependencies) would find nothing, so they are left out; the keys written,
--- their values and the messages published are Q.put's. `first` registers the queue (the batch's
--- first put; the others would find it registered). Answers whether the jid is tracked.
-local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_json, retries, first)
+-- their values and the messages published are Q.put's. A waiting job's place in the work set is
+-- appended to `work` (score, jid) for one ZADD per call (add_work). `first` registers the queue (the
+-- batch's first put; the others would find it registered); `watched` says whether any jid is
+-- tracked at all. Answers whether this one is.
+local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_json, retries, work, first, watched)
   local tags = cjson.decode(tags_json)
   publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
   redis.call('rpush', job_key(jid, '-history'), cjson.encode({ math.floor(now), 'put', { q = queue } }))
@@ -56,12 +66,13 @@ local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_j
   if delay > 0 then
     set_add(queue, 'scheduled', now + delay, jid)
   else
-    work_add(queue, now, priority, jid)
+    work[#work + 1] = priority - (now / 10000000000)
+    work[#work + 1] = jid
   end
   if first then
     register_queue(queue, now)
   end
-  local tracked = is_tracked(jid)
+  local tracked = watched and is_tracked(jid)
   if tracked then
     publish('put', jid)
   end
@@ -106,12 +117,13 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json)
     answer_jid[i] = existing or item.jid
   end
 
-  local tracked, registered = {}, false
+  local tracked, registered, work = {}, false, {}
+  local watched = redis.call('zcard', 'ql:tracked') > 0
   for i, item in ipairs(items) do
     if creates[i] then
       if item.depends == '[]' then
         tracked[i] = put_new(tonumber(item.now), queue, item.jid, item.klass, item.data, tonumber(item.delay),
-          tonumber(item.priority), item.tags, tonumber(item.retries), not registered)
+          tonumber(item.priority), item.tags, tonumber(item.retries), work, not registered, watched)
         registered = true
       else
         Q.put(tonumber(item.now), '', queue, item.jid, item.klass, item.data, item.delay, 'priority', item.priority,
@@ -126,6 +138,8 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json)
       end
     end
   end
+
+  add_work(queue, work)
 
   -- A created job whose caller builds it from what it sent (item.build, see created.ts) is answered
   -- by its `time` field alone, unless someone tracks its jid: reading back and encoding every new
@@ -344,14 +358,6 @@ local function import_record(now, queue, r, work)
     redis.call('hset', unique_hash(queue), r.unique, r.jid)
   end
   return 1, state
-end
-
--- Adds a page's waiting jobs to the queue's work set (score, jid pairs), in ZADDs of at most
--- 1,000 members: Lua's unpack is capped near 8,000 values.
-local function add_work(queue, work)
-  for first = 1, #work, 2000 do
-    redis.call('zadd', queue_key(queue, 'work'), unpack(work, first, math.min(#work, first + 1999)))
-  end
 end
 
 API['switchyard.import'] = function(now, queue, record_json)
