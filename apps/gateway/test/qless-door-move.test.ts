@@ -188,6 +188,10 @@ describe.each(STORES)("a qless put of a jid another queue holds moves the job, o
     await expect(qless("put", "worker", other, jid, "klass", "not json", 0)).rejects.toThrow(
       "Expected value but found invalid token at character 1",
     );
+    // cjson takes inf; JSON, and so the store, cannot hold it.
+    await expect(qless("put", "worker", other, jid, "klass", '{"a": inf}', 0)).rejects.toThrow(
+      'Put(): Arg "data" holds a number JSON cannot carry (inf) at character 7',
+    );
     const store = storeOf(backend);
     expect(await store.get(other, jid)).toBeNull();
     expect(await store.get(queue, jid)).toMatchObject({ state: "waiting", priority: 2, data: { n: 1 } });

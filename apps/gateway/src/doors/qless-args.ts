@@ -39,26 +39,31 @@ export function numeric(command: string, func: string, value: Arg | undefined, n
 }
 
 /**
- * A JSON argument read as qless.lua reads it, `assert(cjson.decode(value), message)`: refused in
- * cjson's words when it is not JSON (or not given), and with qless's `message` when it is `false`.
+ * A JSON argument decoded as qless.lua decodes it, `cjson.decode(value)`: refused in cjson's words
+ * when it is not JSON (or not given). `what` names it (`Put(): Arg "data"`) where the number cjson
+ * took is one JSON, and so the store, cannot hold (inf, nan).
  */
-export function cjsonArg(command: string, value: Arg | undefined, message: string): Json {
+function decodeArg(command: string, value: Arg | undefined, what: string): Json {
   if (value === undefined) throw qlessError(command, "bad argument #1 to 'decode' (string expected, got nil)");
-  let decoded: Json;
   try {
-    decoded = cjsonDecode(String(value));
+    return cjsonDecode(String(value));
   } catch (error) {
-    if (error instanceof BeyondJsonError) throw qlessError(command, `${message.replace(/:.*$/, "")}: holds ${error.message}`);
+    if (error instanceof BeyondJsonError) throw qlessError(command, `${what} holds ${error.message}`);
     throw qlessError(command, (error as Error).message);
   }
+}
+
+/** `assert(cjson.decode(value), message)`: as decodeArg, and refused with qless's `message` when it is `false`. */
+export function cjsonArg(command: string, value: Arg | undefined, what: string, message: string): Json {
+  const decoded = decodeArg(command, value, what);
   if (decoded === false) throw qlessError(command, message);
   return decoded;
 }
 
-/** The data a worker sends with heartbeat or fail (none when not given or `false`, as qless skips it), refused in cjson's words when not JSON. */
+/** The data a worker sends with heartbeat or fail: none when not given or `false` (qless skips it then), refused in cjson's words when not JSON. */
 export function workerData(command: string, func: string, value: Arg | undefined): Json | undefined {
-  if (value === undefined || value === "false") return undefined;
-  return cjsonArg(command, value, `${func}(): Arg "data" not JSON: ${value}`);
+  const data = value === undefined ? undefined : decodeArg(command, value, `${func}(): Arg "data"`);
+  return data === false ? undefined : data;
 }
 
 /**
@@ -66,7 +71,7 @@ export function workerData(command: string, func: string, value: Arg | undefined
  * number is the name Lua's tostring gives it (`1`, `1.5`, `1e+20`); anything else is refused.
  */
 function nameList(command: string, func: string, value: Arg | undefined, name: string, falseMessage: string): string[] {
-  const parsed = cjsonArg(command, value, falseMessage);
+  const parsed = cjsonArg(command, value, `${func}(): Arg "${name}"`, falseMessage);
   // cjson decodes `{}` (an empty list as qless writes it) to an empty table.
   if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) && Object.keys(parsed).length === 0) return [];
   if (!Array.isArray(parsed) || !parsed.every((item) => typeof item === "string" || typeof item === "number")) {
@@ -99,7 +104,7 @@ export function luaNumberText(value: number): string {
 export function putInput(args: QlessArgs, before: Job | null = null): EnqueueInput {
   const jid = required("put", "Put", args, 2, "jid");
   const klass = required("put", "Put", args, 3, "klass");
-  const data = cjsonArg("put", args[4], `Put(): Arg "data" missing or not JSON: ${args[4]}`);
+  const data = cjsonArg("put", args[4], 'Put(): Arg "data"', `Put(): Arg "data" missing or not JSON: ${args[4]}`);
   const delay = numeric("put", "Put", args[5] ?? 0, "delay");
   const rest = args.slice(6);
   if (rest.length % 2 === 1) throw qlessError("put", `Odd number of additional args: ${luaTableText()}`);
@@ -142,7 +147,7 @@ export interface Advance {
  * completion); `delay` or `depends` without `next` is qless's error.
  */
 export function completeOptions(args: QlessArgs): { data: Json; advance: Advance | null } {
-  const data = cjsonArg("complete", args[3], `Complete(): Arg "data" missing or not JSON: ${args[3]}`);
+  const data = cjsonArg("complete", args[3], 'Complete(): Arg "data"', `Complete(): Arg "data" missing or not JSON: ${args[3]}`);
   // As Lua reads them into a table: an option given twice takes its last value, a key without one is nil.
   const rest = args.slice(4);
   const options = new Map<string, Arg>();
@@ -208,7 +213,7 @@ function checkRecurArgs(args: QlessArgs): void {
     [spec, "spec"],
   ] as const)
     if (value === undefined) throw qlessError("recur", `RecurringJob On(): Arg "${name}" missing`);
-  cjsonArg("recur", data, `RecurringJob On(): Arg "data" not JSON: ${data}`);
+  cjsonArg("recur", data, 'RecurringJob On(): Arg "data"', `RecurringJob On(): Arg "data" not JSON: ${data}`);
   if (spec !== "interval") throw qlessError("recur", `Recur(): schedule type "${spec}" unknown`);
   const number = (value: Arg | undefined, name: string) =>
     luaNumber("recur", value ?? "", () => `Recur(): Arg "${name}" not a number: ${value ?? "nil"}`);
@@ -218,7 +223,8 @@ function checkRecurArgs(args: QlessArgs): void {
   if (rest.length % 2 === 1) throw qlessError("recur", `Odd number of additional args: ${luaTableText()}`);
   const options = new Map<string, Arg | undefined>();
   for (let i = 0; i < rest.length; i += 2) options.set(String(rest[i]), rest[i + 1]);
-  if (options.has("tags")) cjsonArg("recur", options.get("tags"), `Recur(): Arg "tags" must be JSON string array: ${options.get("tags")}`);
+  const tags = options.get("tags");
+  if (options.has("tags")) cjsonArg("recur", tags, 'Recur(): Arg "tags"', `Recur(): Arg "tags" must be JSON string array: ${tags}`);
   for (const name of ["priority", "retries", "backlog"]) if (options.has(name)) number(options.get(name), name);
 }
 

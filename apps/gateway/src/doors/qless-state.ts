@@ -274,7 +274,7 @@ export class QlessTimeouts {
     setNewest(perBackend(this.#marks, backend), keyOf(timedOut.queue, timedOut.id), { ...timedOut.lease, released });
     const left = perBackend(this.#leftBehind, backend);
     const jobs = left.get(worker) ?? new Map<string, { jid: string; expiresAt: number }>();
-    left.set(worker, jobs);
+    setNewest(left, worker, jobs);
     setNewest(jobs, keyOf(taken.queue, taken.id), { jid: taken.id, expiresAt }, 1_000);
   }
 

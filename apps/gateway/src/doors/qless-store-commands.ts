@@ -159,10 +159,10 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     // each by its lock's expiry: running while it lasts, stalled once it ran out.
     const held = (await activeJobs(backend)).filter((job) => job.lease !== null && !settings.timeouts.stalled(backend, job));
     const of = (worker: string) => {
-      const entries = [
-        ...held.filter((job) => job.lease?.worker === worker).map((job) => ({ jid: job.id, expiresAt: job.lease?.expiresAt ?? 0 })),
-        ...settings.timeouts.leftWith(backend, worker),
-      ].sort((a, b) => b.expiresAt - a.expiresAt);
+      // One entry per jid, as in qless's set: a job the worker popped again holds its new lock's expiry.
+      const byJid = new Map(settings.timeouts.leftWith(backend, worker).map((entry) => [entry.jid, entry]));
+      for (const job of held) if (job.lease?.worker === worker) byJid.set(job.id, { jid: job.id, expiresAt: job.lease.expiresAt });
+      const entries = [...byJid.values()].sort((a, b) => b.expiresAt - a.expiresAt);
       return { jobs: entries.filter((entry) => entry.expiresAt > now), stalled: entries.filter((entry) => entry.expiresAt <= now) };
     };
     if (args[0] !== undefined) {

@@ -372,7 +372,7 @@ async function withWorkerData(backend: Backend, job: Job, data: Json | undefined
 
 /** `log`'s data: a JSON object whose fields join the history entry (qless's entry is that table). */
 function logData(text: string): Record<string, unknown> {
-  const data = cjsonArg("log", text, `Log(): Argument 'data' not cjson: ${text}`);
+  const data = cjsonArg("log", text, "Log(): Argument 'data'", `Log(): Argument 'data' not cjson: ${text}`);
   if (data === null || typeof data !== "object" || Array.isArray(data))
     throw qlessError("log", `Log(): Argument 'data' not a JSON object: ${text}`);
   return data as Record<string, unknown>;

@@ -250,14 +250,14 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     const args = command === "put" && dialect.putWithoutWorker ? ["", ...given] : given;
     if (command === undefined) return new RespError("ERR Must provide a command");
     if (!(QLESS_COMMANDS as readonly string[]).includes(command)) return new RespError(`ERR Unknown command ${command}`);
+    const access = accessOf(command, args);
+    context.authorize(access);
+    for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
     // qless.lua reads `now` with Lua's tonumber before anything else, and reports a bad one as nil.
     if (now === undefined) return new RespError("ERR bad argument #1 to 'tonumber' (value expected)");
     luaNumber(command, now, () => 'Arg "now" missing or not a number: nil');
     if (JOB_FIRST.has(command) && given.length === 0) return new RespError("ERR Job(): no jid provided");
     checkJobArgs(command, args);
-    const access = accessOf(command, args);
-    context.authorize(access);
-    for (const queue of queuesNamed(command, args)) context.authorize(access, queue);
     const named = queuesNamed(command, args);
     if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String), now);
     if ((command === "get" || command === "multiget") && args.length > 0 && !hasQlessStore(context))
