@@ -21,6 +21,23 @@ local function announce_lock_lost(jid, worker)
   publish('log', message)
 end
 
+-- The job hash a put writes: the job waiting (or `state`) in `queue`, with no worker or lock.
+local function write_put(now, queue, jid, klass, raw_data, priority, tags, state, retries)
+  redis.call('hmset', job_key(jid),
+    'jid', jid,
+    'klass', klass,
+    'data', raw_data,
+    'priority', priority,
+    'tags', cjson.encode(tags),
+    'state', state,
+    'worker', '',
+    'expires', 0,
+    'queue', queue,
+    'retries', retries,
+    'remaining', retries,
+    'time', string.format('%.20f', now))
+end
+
 function Q.put(now, worker, queue, jid, klass, raw_data, delay, ...)
   local extra = { ... }
   assert(jid, 'Put(): Arg "jid" missing')
@@ -103,19 +120,7 @@ function Q.put(now, worker, queue, jid, klass, raw_data, delay, ...)
   if delay > 0 then
     state = 'scheduled'
   end
-  redis.call('hmset', job_key(jid),
-    'jid', jid,
-    'klass', klass,
-    'data', raw_data,
-    'priority', priority,
-    'tags', cjson.encode(tags),
-    'state', state,
-    'worker', '',
-    'expires', 0,
-    'queue', queue,
-    'retries', retries,
-    'remaining', retries,
-    'time', string.format('%.20f', now))
+  write_put(now, queue, jid, klass, raw_data, priority, tags, state, retries)
 
   link_dependencies(jid, depends)
 

@@ -50,19 +50,7 @@ local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_j
   publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
   redis.call('rpush', job_key(jid, '-history'), cjson.encode({ math.floor(now), 'put', { q = queue } }))
   tag_index(jid, tags, now)
-  redis.call('hmset', job_key(jid),
-    'jid', jid,
-    'klass', klass,
-    'data', raw_data,
-    'priority', priority,
-    'tags', cjson.encode(tags),
-    'state', delay > 0 and 'scheduled' or 'waiting',
-    'worker', '',
-    'expires', 0,
-    'queue', queue,
-    'retries', retries,
-    'remaining', retries,
-    'time', string.format('%.20f', now))
+  write_put(now, queue, jid, klass, raw_data, priority, tags, delay > 0 and 'scheduled' or 'waiting', retries)
   if delay > 0 then
     set_add(queue, 'scheduled', now + delay, jid)
   else
