@@ -85,6 +85,42 @@ describe("qless door: translated commands answer as qless's own script", () => {
     expect(seen).toEqual(["High", "High2", "Low"]);
   });
 
+  it("bad arguments are refused in qless's words and order, JSON in cjson's own, before the job is looked for", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      await put(r, "job", "K", {});
+      await r.qless("pop", [r.queue, "worker-1", 1]);
+      const refusal = async (command: string, args: Array<string | number>) => (await r.qless(command, args)).body.error.message;
+      return [
+        await refusal("put", ["client", r.queue, r.jid("new"), "K", "{bad", 0]),
+        await refusal("put", ["client", r.queue, r.jid("new"), "K", "false", 0]),
+        await refusal("put", ["client", r.queue, r.jid("new"), "K", "{}", 0, "tags", "false"]),
+        await refusal("put", ["client", r.queue, r.jid("new"), "K", "{}", 0, "priority", "high"]),
+        await refusal("put", ["client", r.queue, r.jid("new"), "K", "[1,]", 0, "priority", "high"]),
+        await refusal("complete", [r.jid("job"), "worker-1", r.queue]),
+        await refusal("complete", [r.jid("job"), "worker-1", r.queue, '{"a":1 "b"}']),
+        await refusal("complete", [r.jid("job"), "worker-1", r.queue, "{}", "next", r.queue, "delay", "soon"]),
+        await refusal("complete", [r.jid("none"), "worker-1", r.queue, "{x"]),
+        await refusal("heartbeat", [r.jid("job"), "worker-1", "[1 2]"]),
+        await refusal("fail", [r.jid("job"), "worker-1", "group", "message", '"unterminated']),
+        await refusal("log", [r.jid("job"), "note", "false"]),
+      ];
+    });
+    expect(seen).toEqual([
+      "Expected object key string but found invalid token at character 2",
+      'Put(): Arg "data" missing or not JSON: false',
+      'Put(): Arg "tags" not JSONfalse',
+      'Put(): Arg "priority" not a numberhigh',
+      "Expected value but found T_ARR_END at character 4",
+      "bad argument #1 to 'decode' (string expected, got nil)",
+      "Expected comma or object end but found T_STRING at character 8",
+      "assertion failed!",
+      "Expected object key string but found invalid token at character 2",
+      "Expected comma or array end but found T_NUMBER at character 4",
+      "Expected value but found unexpected end of string at character 14",
+      "Log(): Argument 'data' not cjson: false",
+    ]);
+  });
+
   it("put of an existing jid puts the job again: new klass, data and priority, waiting, taken from its worker", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "job", "Old", { v: 1 });

@@ -342,7 +342,6 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
     // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
     const jid = String(args[0] ?? "");
-    checkJobArgs("depends", args);
     const job = jid === "" ? null : await backend.get(queue, jid);
     const state = job && !forgotten(job) ? stateIn(settings, backend)(job) : "false";
     if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
@@ -410,6 +409,8 @@ export async function runTranslated(
   settings: QlessSettings,
   notes: TranslatedNotes = {},
 ): Promise<unknown> {
+  // qless's arguments are refused in its order before anything else, even where the store lacks the command.
+  checkJobArgs(command, args);
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
   if (!handler) throw unsupported(command, queue, backend);
   // The command publishes its moves in qless's words (qless-channels.ts), not the event stream's.

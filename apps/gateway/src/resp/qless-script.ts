@@ -257,7 +257,6 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     if (now === undefined) return new RespError("ERR bad argument #1 to 'tonumber' (value expected)");
     luaNumber(command, now, () => 'Arg "now" missing or not a number: nil');
     if (JOB_FIRST.has(command) && given.length === 0) return new RespError("ERR Job(): no jid provided");
-    checkJobArgs(command, args);
     const named = queuesNamed(command, args);
     if (command === "cancel" && !hasQlessStore(context)) return await cancelEach(context, access, args.map(String), now);
     if ((command === "get" || command === "multiget") && args.length > 0 && !hasQlessStore(context))
@@ -271,7 +270,11 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
     if (jobQueue !== undefined) context.authorize(access, jobQueue);
     // No store holds the jid, and no qless store would answer for it: qless's own words for a missing job.
     const missing = jid !== undefined && jobQueue === undefined && !hasQlessStore(context) ? missingJob(command, args, jid) : undefined;
-    if (missing) throw missing;
+    if (missing) {
+      // qless refuses the arguments before it finds the job missing (translated commands check them in runTranslated).
+      checkJobArgs(command, args);
+      throw missing;
+    }
     const target = resolveTarget(context.router, context.backends, command, args, jobQueue);
     const reply =
       "settings" in target
