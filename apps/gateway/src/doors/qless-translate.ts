@@ -108,6 +108,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async complete(backend, queue, args, settings, notes) {
     const jid = required("complete", "Complete", args, 0, "jid");
     const worker = required("complete", "Complete", args, 1, "worker");
+    required("complete", "Complete", args, 2, "queue");
     const { data, advance } = completeOptions(args);
     const moveOn = advance && (await prepareAdvance(backend, queue, jid, advance, data));
     await refuseTimedOut(backend, queue, jid, "Complete", settings);
@@ -230,6 +231,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   },
   async retry(backend, queue, args, settings) {
     const jid = required("retry", "Retry", args, 0, "jid");
+    required("retry", "Retry", args, 1, "queue");
     const worker = required("retry", "Retry", args, 2, "worker");
     const delay = numeric("retry", "Retry", args[3] ?? 0, "delay");
     await refuseTimedOut(backend, queue, jid, "Retry", settings);
@@ -342,6 +344,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
     // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
     const jid = String(args[0] ?? "");
+    required("depends", "Depends", args, 1, "command");
     const job = jid === "" ? null : await backend.get(queue, jid);
     const state = job && !forgotten(job) ? stateIn(settings, backend)(job) : "false";
     if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
@@ -409,10 +412,12 @@ export async function runTranslated(
   settings: QlessSettings,
   notes: TranslatedNotes = {},
 ): Promise<unknown> {
-  // qless's arguments are refused in its order before anything else, even where the store lacks the command.
-  checkJobArgs(command, args);
   const handler = Object.hasOwn(TRANSLATED, command) ? TRANSLATED[command] : undefined;
-  if (!handler) throw unsupported(command, queue, backend);
+  if (!handler) {
+    // qless's arguments are refused in its words even where the store lacks the command (each handler checks its own).
+    checkJobArgs(command, args);
+    throw unsupported(command, queue, backend);
+  }
   // The command publishes its moves in qless's words (qless-channels.ts), not the event stream's.
   return settings.channels.translating(() => handler(backend, queue, args, settings, notes));
 }
