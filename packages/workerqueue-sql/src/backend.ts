@@ -50,6 +50,7 @@ import { ReleaseTimer } from "./release-timer.js";
 import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
+import { SqliteCycleGroup } from "./sqlite-cycle.js";
 import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, releaseJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
@@ -98,8 +99,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   private readonly feed: Required<JobEventFeed>;
   /** SQLite (better-sqlite3) and PostgreSQL: enqueues of one turn of the event loop are written together; see enqueue-burst.ts. */
   private readonly burst: EnqueueBurst | undefined;
-  /** PostgreSQL: concurrent claims of one queue go in one statement; see postgres-claim.ts. */
-  private readonly claims: PostgresClaimGroup | undefined;
+  /**
+   * PostgreSQL: concurrent claims and completions of one queue go in one statement (postgres-claim.ts);
+   * SQLite (better-sqlite3): those of one turn of the event loop in one transaction (sqlite-cycle.ts).
+   */
+  private readonly claims: PostgresClaimGroup | SqliteCycleGroup | undefined;
   /** PostgreSQL: concurrent enqueues with an id of one queue go in one statement; see postgres-id-enqueue.ts. */
   private readonly idEnqueues: PostgresIdEnqueues | undefined;
   /** PostgreSQL: concurrent queuesHolding() look-ups go in one statement; see postgres-lookup.ts. */
@@ -126,7 +130,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
       : PostgresBurstWriter.fits(this.store)
         ? new PostgresBurstWriter(this.store)
         : undefined;
-    this.claims = PostgresClaimGroup.fits(this.store) ? new PostgresClaimGroup(this.store) : undefined;
+    this.claims = PostgresClaimGroup.fits(this.store)
+      ? new PostgresClaimGroup(this.store)
+      : SqliteCycleGroup.fits(this.store)
+        ? new SqliteCycleGroup(this.store)
+        : undefined;
     const ordinary = (queue: string, input: NormalizedEnqueueInput) => enqueueNormalized(this.store, queue, input);
     this.burst = writer && new EnqueueBurst(this.store, writer, ordinary);
     this.idEnqueues = PostgresIdEnqueues.fits(this.store) ? new PostgresIdEnqueues(this.store, ordinary) : undefined;
@@ -197,21 +205,19 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   }
 
   /**
-   * PostgreSQL (one statement, shared with the queue's concurrent claims: postgres-claim.ts) and
-   * MariaDB (one script: complete-and-claim.ts): one round trip completes the job and claims the
-   * worker's next; elsewhere, or when the completion is refused (to name the error), complete() then
-   * reserve().
+   * PostgreSQL (one statement, shared with the queue's concurrent claims: postgres-claim.ts), SQLite
+   * (one transaction, shared with the turn's: sqlite-cycle.ts) and MariaDB (one script:
+   * complete-and-claim.ts): one call completes the job and claims the worker's next; elsewhere, or
+   * when the completion is refused (to name the error), complete() then reserve().
    */
   async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext> {
     await this.ready();
-    if (this.store.dialect !== "sqlite") {
-      const request = await this.claimRequest(queue, next);
-      const both = this.claims
-        ? await this.claims.claim({ request, complete: { id, options } })
-        : await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
-      if (both?.completed) {
-        return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
-      }
+    const request = await this.claimRequest(queue, next);
+    const both = this.claims
+      ? await this.claims.claim({ request, complete: { id, options } })
+      : await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
+    if (both?.completed) {
+      return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
     }
     const completed = await completeJob(this.store, queue, id, options);
     return { completed, next: await this.reserve(queue, next) };
@@ -244,7 +250,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
     return heartbeatJob(this.store, queue, id, options);
   }
 
-  /** PostgreSQL: in the queue's group claim (a claim of no rows), so concurrent completions share a statement. */
+  /** PostgreSQL and SQLite: in the group claim (a claim of no rows), so concurrent completions share a statement or a transaction. */
   async complete(queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
     await this.ready();
     if (!this.claims) return completeJob(this.store, queue, id, options);

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { CompleteOptions } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
@@ -14,6 +15,18 @@ export interface ClaimRequest {
   count: number;
   leaseMs: number;
   now: number;
+}
+
+/** One caller's part of a group claim (postgres-claim.ts, sqlite-cycle.ts): its reserve, after (completeAndReserve) the completion of the job it holds. */
+export interface ClaimItem {
+  request: ClaimRequest;
+  complete?: { id: string; options: CompleteOptions };
+}
+
+/** The completed row (null when the completion changed nothing: then nothing was claimed) and the claimed ones, in claim order. */
+export interface ClaimOutcome {
+  completed: JobRow | null;
+  next: JobRow[];
 }
 
 /**
@@ -255,13 +268,15 @@ async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: stri
  * came from), so within one claim of several an expired job may follow a due one of higher priority.
  */
 async function claimSqlite(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
+  const claim = sqliteClaim(store, request, lock);
+  return byClaimOrder((await store.knex.raw(claim.sql, claim.bindings)) as JobRow[]);
+}
+
+/** SQLite's claim as one UPDATE ... RETURNING * (its rows in no order: byClaimOrder() sorts them). */
+export function sqliteClaim(store: Store, request: ClaimRequest, lock: string): Condition {
   const table = quoted(store, store.table);
   const set = claimSet(store, request, lock);
-  // Each read in INDEX_ORDER has one queue spelling and one status, so expired leases are read per status.
-  const lists: Array<[number, Condition]> = [
-    ...ACTIVE_STATUSES.map((status): [number, Condition] => [0, expiredCondition(request.now, [status])]),
-    [1, dueCondition(store, request.now)],
-  ];
+  const lists: Array<[number, Condition]> = [...expiredLists(request.now), [1, dueCondition(store, request.now)]];
   const reads = lists.flatMap(([tier, condition]) =>
     queueSpellings(store, request.queue).map((spelling) => ({
       sql: `select id, tier, priority from (
@@ -270,15 +285,58 @@ async function claimSqlite(store: Store, request: ClaimRequest, lock: string): P
       bindings: [...spelling.bindings, ...condition.bindings, request.count],
     })),
   );
-  const rows = await store.knex.raw(
-    `update ${table} set ${set.sql} where id in (
+  return {
+    sql: `update ${table} set ${set.sql} where id in (
        select id from (${reads.map((read) => read.sql).join(" union all ")}
          order by tier, priority desc, id asc limit ?))
-     and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
+     and not exists (${pausedRead(store)})
      returning *`,
-    [...set.bindings, ...reads.flatMap((read) => read.bindings), request.count, request.queue],
+    bindings: [...set.bindings, ...reads.flatMap((read) => read.bindings), request.count, request.queue],
+  };
+}
+
+/** The claim's lists of expired leases (tier 0): one per held status, so that each read in INDEX_ORDER has one status. */
+const expiredLists = (now: number): Array<[number, Condition]> => ACTIVE_STATUSES.map((status) => [0, expiredCondition(now, [status])]);
+
+/** A row when the queue (the binding) is paused. */
+const pausedRead = (store: Store) => `select 1 from ${quoted(store, store.pausedTable)} where queue = ?`;
+
+/** SQLite: `{paused, expired}`, whether the queue is paused and whether it holds a lease expired at `now` (what sqliteClaim's expired reads find). */
+export function sqliteClaimProbe(store: Store, queue: string, now: number): Condition {
+  const table = quoted(store, store.table);
+  const reads = expiredLists(now).flatMap(([, condition]) =>
+    queueSpellings(store, queue).map((spelling) => ({
+      sql: `select 1 from ${table} where ${spelling.sql} and ${condition.sql}`,
+      bindings: [...spelling.bindings, ...condition.bindings],
+    })),
   );
-  return byClaimOrder(rows as JobRow[]);
+  return {
+    sql: `select exists (${pausedRead(store)}) as paused, exists (${reads.map((read) => read.sql).join(" union all ")}) as expired`,
+    bindings: [queue, ...reads.flatMap((read) => read.bindings)],
+  };
+}
+
+/** SQLite: the ids of the first `count` due rows of the queue, in claim order (what sqliteClaim's due reads find). */
+export function sqliteDueIds(store: Store, queue: string, now: number, count: number): Condition {
+  const table = quoted(store, store.table);
+  const due = dueCondition(store, now);
+  const reads = queueSpellings(store, queue).map((spelling) => ({
+    sql: `select * from (select id, sy_priority from ${table} where ${spelling.sql} and ${due.sql} ${INDEX_ORDER} limit ?)`,
+    bindings: [...spelling.bindings, ...due.bindings, count],
+  }));
+  return {
+    sql: `select id from (${reads.map((read) => read.sql).join(" union all ")}) order by sy_priority desc, id asc limit ?`,
+    bindings: [...reads.flatMap((read) => read.bindings), count],
+  };
+}
+
+/** SQLite: the claim of rows already chosen (sqliteDueIds, in the same transaction) as one UPDATE ... RETURNING *. */
+export function sqliteClaimIds(store: Store, request: ClaimRequest, lock: string, ids: readonly number[]): Condition {
+  const set = claimSet(store, request, lock);
+  return {
+    sql: `update ${quoted(store, store.table)} set ${set.sql} where id in (${ids.map(() => "?").join(", ")}) returning *`,
+    bindings: [...set.bindings, ...ids],
+  };
 }
 
 /**

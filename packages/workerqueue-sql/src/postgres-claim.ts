@@ -1,8 +1,9 @@
-import { type CompleteOptions, groupCommit } from "@switchyard/core";
+import { groupCommit } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import {
-  type ClaimRequest,
+  type ClaimItem,
+  type ClaimOutcome,
   type Condition,
   INDEX_ORDER,
   ORDER,
@@ -18,18 +19,6 @@ import { withRetry, wroteNothing } from "./db-errors.js";
 import type { Store } from "./options.js";
 import { sqlDate } from "./row.js";
 import { rowIdOf } from "./where.js";
-
-/** One caller's part of a group claim: its reserve, after (completeAndReserve) the completion of the job it holds. */
-export interface ClaimItem {
-  request: ClaimRequest;
-  complete?: { id: string; options: CompleteOptions };
-}
-
-/** The completed row (null when the completion changed nothing: then nothing was claimed) and the claimed ones, in claim order. */
-export interface ClaimOutcome {
-  completed: JobRow | null;
-  next: JobRow[];
-}
 
 /** Bounds of one statement: its text grows with the callers, its locks with the rows. */
 const MAX_GROUP_ITEMS = 100;
@@ -183,7 +172,7 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
  * else the one whose row id it spells (each an index lookup: the OR of heldUpdate's WHERE makes
  * PostgreSQL read the whole queue when the table has no statistics yet), in the queue, and it is
  * changed only while active and, when a worker is named, held by it; what it gets is
- * completeValues()'s (test/postgres-group-claim.test.ts holds the two to the same row).
+ * completeValues()'s (test/group-claim.test.ts holds the two to the same row).
  */
 function completedSet(store: Store, queue: string, items: ClaimItem[]): { ctes: string[]; bindings: Knex.RawBinding[] } {
   const table = quoted(store, store.table);

@@ -33,6 +33,54 @@ export function rawKnex(url: string): Knex {
   return knexFromUrl(url);
 }
 
+/** A statement run on a SQLite connection: its text and bindings. */
+export interface RanStatement {
+  sql: string;
+  bindings: unknown[];
+}
+
+type RecordedStatement = Record<"all" | "get" | "run", (...bindings: unknown[]) => unknown>;
+type RecordedTransaction = { immediate(...args: unknown[]): unknown };
+
+/**
+ * Records in `ran` every statement run on the SQLite connection of `knex` (better-sqlite3, one
+ * connection in its pool): knex's queries, and those the backend runs on the connection directly
+ * (sqlite-statements.ts), which knex's query events do not see, and as `begin immediate` each
+ * transaction those begin. Call it before the backend's first call.
+ */
+export async function recordSqliteStatements(knex: Knex, ran: RanStatement[]): Promise<void> {
+  const connection = (await knex.client.acquireConnection()) as {
+    prepare(sql: string): RecordedStatement;
+    transaction(work: () => unknown): RecordedTransaction;
+  };
+  const transaction = connection.transaction.bind(connection);
+  connection.transaction = (work) => {
+    const begun = transaction(work);
+    return {
+      immediate: (...args: unknown[]) => {
+        ran.push({ sql: "begin immediate", bindings: [] });
+        return begun.immediate(...args);
+      },
+    };
+  };
+  const prepare = connection.prepare.bind(connection);
+  const recorded = new WeakSet<RecordedStatement>();
+  connection.prepare = (sql: string) => {
+    const statement = prepare(sql);
+    if (recorded.has(statement)) return statement;
+    recorded.add(statement);
+    for (const method of ["all", "get", "run"] as const) {
+      const original = statement[method].bind(statement);
+      statement[method] = (...bindings: unknown[]) => {
+        ran.push({ sql, bindings: bindings.flat() });
+        return original(...bindings);
+      };
+    }
+    return statement;
+  };
+  await knex.client.releaseConnection(connection);
+}
+
 /** The dialect's spelling of MySQL's NOW() in a legacy INSERT. */
 export function nowSql(dialect: Dialect): string {
   return dialect === "sqlite" ? "CURRENT_TIMESTAMP" : "NOW()";
