@@ -43,8 +43,8 @@ export async function enqueueOne(
   idEnqueues?: PostgresIdEnqueues,
 ): Promise<EnqueueResult> {
   const normalized = normalize(input);
-  // Without an id or key there is nothing to look up first: it is written with the others of its burst.
-  if (burst && normalized.id === undefined && normalized.uniqueKey === undefined) return burst.enqueue(queue, normalized);
+  // Without an id or key there is nothing to look up first (SQLite looks an id up in the burst's transaction).
+  if (burst?.takes(normalized)) return burst.enqueue(queue, normalized);
   // PostgreSQL, an id without a key: the unique index looks it up, in a statement shared with the queue's others.
   if (idEnqueues && PostgresIdEnqueues.takes(normalized)) return idEnqueues.enqueue(queue, normalized);
   return enqueueNormalized(store, queue, normalized);

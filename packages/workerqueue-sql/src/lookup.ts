@@ -38,6 +38,12 @@ export function jobRowId(store: Store, queue: string, id: string, latest = false
   return { sql: `coalesce(${reads.map((read) => read.sql).join(", ")})`, bindings: reads.flatMap((read) => read.bindings) };
 }
 
+/** The SELECT of findRow() as text and bindings (for a statement run on a connection directly). */
+export function rowOfId(store: Store, queue: string, id: string): Condition {
+  const rowId = jobRowId(store, queue, id);
+  return { sql: `select * from ${quoted(store, store.table)} where id = ${rowId.sql}`, bindings: rowId.bindings };
+}
+
 /** The row of a job id in a queue, or null. */
 export async function findRow(store: Store, db: Db, queue: string, id: string, latest = false): Promise<JobRow | null> {
   const rowId = jobRowId(store, queue, id, latest);

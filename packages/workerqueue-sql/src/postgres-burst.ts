@@ -1,6 +1,6 @@
 import { isConnectionError } from "@switchyard/core";
 import { insertReturning } from "./bulk-insert.js";
-import type { BurstOutcome, BurstWriter } from "./enqueue-burst.js";
+import type { BurstItem, BurstOutcome, BurstWriter } from "./enqueue-burst.js";
 import type { Store } from "./options.js";
 
 /**
@@ -12,6 +12,9 @@ import type { Store } from "./options.js";
  * its jobs get that error rather than a second write.
  */
 export class PostgresBurstWriter implements BurstWriter {
+  /** Jobs with an id go in groups of their own (postgres-id-enqueue.ts). */
+  readonly takesIds = false;
+
   constructor(private readonly store: Store) {}
 
   static fits(store: Store): boolean {
@@ -22,7 +25,8 @@ export class PostgresBurstWriter implements BurstWriter {
     return !isConnectionError(error);
   }
 
-  async write(rows: Array<Record<string, unknown>>): Promise<BurstOutcome[]> {
-    return (await insertReturning(this.store, this.store.knex, rows)).map((row) => ({ row }));
+  async write(items: BurstItem[]): Promise<BurstOutcome[]> {
+    const rows = items.map((item) => item.row);
+    return (await insertReturning(this.store, this.store.knex, rows)).map((row) => ({ row, created: true }));
   }
 }

@@ -1,6 +1,7 @@
 import { type Job, completeAndReserve } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
-import { DIALECTS, useDialectTable } from "./dialects.js";
+import { createWorkerQueueBackend } from "../src/index.js";
+import { DIALECTS, type RanStatement, rawKnex, recordSqliteStatements, useDialectTable } from "./dialects.js";
 
 /**
  * The batched write paths: a bulk in one multi-row insert, an import that answers what it wrote,
@@ -9,7 +10,7 @@ import { DIALECTS, useDialectTable } from "./dialects.js";
  */
 for (const dialect of DIALECTS) {
   describe(`workerqueue-sql (${dialect}): batched writes`, () => {
-    const { table, db, open, queue: nextQueue } = useDialectTable(dialect, "wq_batch");
+    const { url, table, db, open, queue: nextQueue } = useDialectTable(dialect, "wq_batch");
     const queue = () => nextQueue("batch");
     const rowsOf = async (q: string) => db(table).where("sy_queue", q).orderBy("id");
 
@@ -166,6 +167,43 @@ for (const dialect of DIALECTS) {
         // One multi-row insert: every row was written by the same transaction.
         const writers = await db(table).where("sy_queue", q).distinct(db.raw("xmin::text as xmin"));
         expect(writers).toHaveLength(1);
+      }
+    });
+
+    it("enqueues with ids at once (one burst on SQLite, looked up in its transaction): a held id answers its job, an id repeated in the burst its first caller's, a numeric id the ordinary path", async () => {
+      const counted = rawKnex(url);
+      const ran: RanStatement[] = [];
+      if (dialect === "sqlite") await recordSqliteStatements(counted, ran);
+      const wq = createWorkerQueueBackend({ knex: counted, table });
+      try {
+        const q = queue();
+        const { job: held } = await wq.enqueue(q, { name: "held", id: "jid-held" });
+        const names = ["fresh", "again", "repeat of fresh", "numeric", "plain"];
+        const ids = ["jid-fresh", "jid-held", "jid-fresh", "424242", undefined];
+        const transactionsBefore = ran.filter((statement) => statement.sql === "begin immediate").length;
+        const results = await Promise.all(names.map((name, i) => wq.enqueue(q, { name, ...(ids[i] ? { id: ids[i] } : {}) })));
+        expect(results.map((result) => [result.job.name, result.job.id, result.created])).toEqual([
+          ["fresh", "jid-fresh", true],
+          ["held", held.id, false],
+          ["fresh", "jid-fresh", false],
+          ["numeric", "424242", true],
+          ["plain", results[4]?.job.id, true],
+        ]);
+        // Each stored once (concurrent enqueues: in no promised order).
+        const rows = await rowsOf(q);
+        expect(rows.map((row) => [row.name, row.sy_job_id]).sort()).toEqual([
+          ["fresh", "jid-fresh"],
+          ["held", "jid-held"],
+          ["numeric", "424242"],
+          ["plain", null],
+        ]);
+        if (dialect === "sqlite") {
+          // The ids and the plain job in one transaction; the numeric id alone, the ordinary way.
+          expect(ran.filter((statement) => statement.sql === "begin immediate").length - transactionsBefore).toBe(1);
+        }
+      } finally {
+        await wq.close();
+        await counted.destroy();
       }
     });
 
