@@ -15,6 +15,9 @@ export function isBetterSqlite(store: Store): boolean {
   return store.dialect === "sqlite" && /better-sqlite3/i.test(String(store.knex.client.config.client ?? ""));
 }
 
+/** Statements kept, as the connection's own cache keeps (options.ts). */
+const MOST_PREPARED = 200;
+
 /**
  * Statements run on the pool's one better-sqlite3 connection directly, each prepared once per text
  * (a connection knexFromUrl made keeps them already; one a caller's knex made does not), with its
@@ -48,10 +51,11 @@ export class SqliteStatements {
       this.preparedOn = connection;
     }
     let statement = this.prepared.get(sql);
-    if (!statement) {
-      statement = connection.prepare(sql);
-      this.prepared.set(sql, statement);
-    }
+    if (statement) this.prepared.delete(sql);
+    else statement = connection.prepare(sql);
+    this.prepared.set(sql, statement);
+    // The least recently used goes first: a claim's text grows with its count of rows.
+    if (this.prepared.size > MOST_PREPARED) this.prepared.delete(this.prepared.keys().next().value as string);
     return statement;
   }
 

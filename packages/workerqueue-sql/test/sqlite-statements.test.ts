@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createWorkerQueueBackend } from "../src/index.js";
-import { knexFromUrl } from "../src/options.js";
+import { knexFromUrl, resolveStore } from "../src/options.js";
+import { SqliteStatements } from "../src/sqlite-statements.js";
 
 /**
  * A SQLite connection keeps its prepared statements by text (options.ts), so a query knex sends
@@ -67,5 +68,26 @@ describe("workerqueue-sql on SQLite: prepared statements and commits", () => {
     expect((await backend.complete("q", b?.id as string, { worker: "w", result: "y" })).result).toBe("y");
     expect(await knex("jobs").select("status").orderBy("id")).toEqual([{ status: "complete" }, { status: "complete" }]);
     await backend.close();
+  });
+
+  it("statements the backend runs on the connection directly are kept by text too, the least recently used prepared again past 200", async () => {
+    const statements = new SqliteStatements(resolveStore({ knex }).store);
+    const prepared: string[] = [];
+    await statements.withConnection((connection) => {
+      const prepare = connection.prepare.bind(connection);
+      const counting = Object.assign(Object.create(connection), {
+        prepare: (sql: string) => {
+          prepared.push(sql);
+          return prepare(sql);
+        },
+      });
+      expect(statements.rows(counting, "select ? as n", [1])).toEqual([{ n: 1 }]);
+      // Its bindings as knex passes them: a boolean as 0/1.
+      expect(statements.rows(counting, "select ? as n", [true])).toEqual([{ n: 1 }]);
+      expect(prepared).toEqual(["select ? as n"]);
+      for (let i = 0; i < 200; i++) statements.rows(counting, `select ${i} as n`, []);
+      statements.rows(counting, "select ? as n", [2]);
+      expect(prepared.filter((sql) => sql === "select ? as n")).toHaveLength(2);
+    });
   });
 });
