@@ -92,7 +92,7 @@ export class EnqueueBurst {
     if (burst.length === 0) return;
     let outcomes: BurstOutcome[];
     try {
-      outcomes = await this.writer.write(burst.map(({ row, find }) => (find ? { row, find } : { row })));
+      outcomes = await this.writer.write(burst);
     } catch (error) {
       for (const item of burst) {
         if (this.writer.retryEach(error)) this.fallback(item.queue, item.input).then(item.resolve, item.reject);

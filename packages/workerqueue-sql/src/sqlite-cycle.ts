@@ -100,10 +100,7 @@ export class SqliteCycleGroup {
 
   private plan({ request, complete }: ClaimItem): Planned {
     const plan: Planned = {};
-    if (complete) {
-      const values = completeValues(this.store, complete.options, request.now);
-      plan.completion = heldUpdate(this.store, request.queue, complete.id, complete.options.worker, values, request.now).toSQL().toNative();
-    }
+    if (complete) plan.completion = this.completion(request, complete).toSQL().toNative();
     if (request.count > 0) plan.claim = { request, lock: newLock() };
     return plan;
   }
@@ -161,14 +158,17 @@ export class SqliteCycleGroup {
     });
   }
 
+  /** complete()'s guarded UPDATE of the caller's job (heldUpdate), at the caller's clock. */
+  private completion(request: ClaimRequest, complete: NonNullable<ClaimItem["complete"]>) {
+    const values = completeValues(this.store, complete.options, request.now);
+    return heldUpdate(this.store, request.queue, complete.id, complete.options.worker, values, request.now);
+  }
+
   /** One caller the ordinary way: the completion, then (when it changed its row) the claim. */
   private async alone({ request, complete }: ClaimItem): Promise<ClaimOutcome> {
     let completed: JobRow | null = null;
     if (complete) {
-      const values = completeValues(this.store, complete.options, request.now);
-      const rows = await withRetry("complete", () =>
-        Promise.resolve(heldUpdate(this.store, request.queue, complete.id, complete.options.worker, values, request.now)),
-      );
+      const rows = await withRetry("complete", () => Promise.resolve(this.completion(request, complete)));
       completed = (rows as JobRow[])[0] ?? null;
       if (!completed) return { completed, next: [] };
     }

@@ -5,11 +5,16 @@
 --   ql:q:<q>-depends    jid -> when it started waiting on dependencies
 --   ql:q:<q>-recur      recurring jid -> next spawn time
 
+-- A job's score in the work set: higher priority first, then first put first.
+local function work_score(now, priority)
+  return priority - (now / 10000000000)
+end
+
 -- `timeout` passes '+inf' so a timed-out job is popped before everything else.
 local function work_add(queue, now, priority, jid)
   local score = priority
   if priority ~= '+inf' then
-    score = priority - (now / 10000000000)
+    score = work_score(now, priority)
   end
   return redis.call('zadd', queue_key(queue, 'work'), score, jid)
 end

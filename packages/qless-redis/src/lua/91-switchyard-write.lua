@@ -31,6 +31,12 @@ local function unique_holder(queue, unique)
   return holder
 end
 
+-- Appends a waiting job's place in the work set to `work` (score, jid pairs), for add_work.
+local function append_work(work, now, priority, jid)
+  work[#work + 1] = work_score(now, priority)
+  work[#work + 1] = jid
+end
+
 -- Adds a page's waiting jobs to the queue's work set (score, jid pairs), in ZADDs of at most
 -- 1,000 members: Lua's unpack is capped near 8,000 values.
 local function add_work(queue, work)
@@ -54,8 +60,7 @@ local function put_new(now, queue, jid, klass, raw_data, delay, priority, tags_j
   if delay > 0 then
     set_add(queue, 'scheduled', now + delay, jid)
   else
-    work[#work + 1] = priority - (now / 10000000000)
-    work[#work + 1] = jid
+    append_work(work, now, priority, jid)
   end
   if first then
     register_queue(queue, now)
@@ -265,22 +270,21 @@ local function link_imported_dependencies(jid, depends)
   return linked
 end
 
+-- A waiting imported job's place in the work set: at once, or (a page's import) appended to `work`.
+local function join_work(queue, r, work)
+  if work then
+    append_work(work, r.created, r.priority, r.jid)
+  else
+    work_add(queue, r.created, r.priority, r.jid)
+  end
+end
+
 -- Writes one job as it was exported (possibly from another system), unless the queue already
 -- has that jid. The record is JSON built by the adapter; strings such as data stay byte for byte.
 -- Its unique key is registered as enqueue registers it (whatever the job's state, since enqueue's
 -- key outlives the job's run), unless an existing job of the queue already holds the key: that
 -- job keeps it, as enqueue would have answered with it. With `work` (a page's import), a waiting
 -- job's place in the work set is appended to it as score, jid, for one ZADD per page (add_work).
--- A waiting imported job's place in the work set: at once, or (a page's import) appended to `work`.
-local function join_work(queue, r, work)
-  if work then
-    work[#work + 1] = r.priority - (r.created / 10000000000)
-    work[#work + 1] = r.jid
-  else
-    work_add(queue, r.created, r.priority, r.jid)
-  end
-end
-
 -- Answers 1 and the state the job was stored in, or 0 when the queue had the jid.
 local function import_record(now, queue, r, work)
   if job_exists(r.jid) then
