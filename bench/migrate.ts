@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- migrate` (scripts/bench.mjs starts the throwaway servers): jobs per second of
  * `migrateQueue` (export a page, import it, verify it in the target) between pairs of stores, beside
- * the floor measured in the same run: reading the source alone, page by page. Peak RSS of the process
+ * the floors measured in the same run: reading the source alone, page by page, and (glide-mq into
+ * qless, the issue's Redis-to-Redis pair) a bare pipelined copy that checks nothing (raw-copy.ts). Peak RSS of the process
  * is printed too, and the CPU time per job of this process and of the Redis server (both stores'
  * databases live on it), which a busy shared machine skews far less than jobs per second. BENCH_MIGRATE_JOBS jobs (default 100,000), pages of 1,000. Never part of `npm test`.
  * `npm run bench -- migrate --million`: the issue's targets, 1,000,000 jobs from glide-mq into qless
@@ -21,6 +22,7 @@ import { type Backend, type Job, forEachPage, migrateQueue } from "@switchyard/c
 import { Redis } from "ioredis";
 import { type BackendSpecInput, type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
+import { rawCopyGlideToQless } from "./raw-copy.js";
 
 const MILLION = process.argv.includes("--million");
 const JOBS = Number(process.env.BENCH_MIGRATE_JOBS ?? (MILLION ? 1_000_000 : 100_000));
@@ -109,9 +111,11 @@ async function redisCpuSeconds(): Promise<number> {
   }
 }
 
+const redisDbUrl = (db: number) => `${serviceUrl("redis").replace(/\/\d*$/, "")}/${db}`;
+
 async function flushRedis(dbs: number[] = Object.values(REDIS_DB)): Promise<void> {
   for (const db of dbs) {
-    const redis = new Redis(`${serviceUrl("redis").replace(/\/\d*$/, "")}/${db}`);
+    const redis = new Redis(redisDbUrl(db));
     await redis.flushdb();
     redis.disconnect();
   }
@@ -163,6 +167,15 @@ async function migrateByCli(from: BackendSpecInput, to: BackendSpecInput, queue:
   return { ms: performance.now() - started, peakRssMb: Math.round(peakKb / 1024) };
 }
 
+/** The bare copy (raw-copy.ts) of the queue into an emptied target database: jobs per second. */
+async function timedRawCopy(queue: string): Promise<number> {
+  await flushRedis([REDIS_DB.target]);
+  const started = performance.now();
+  const copied = await rawCopyGlideToQless(redisDbUrl(REDIS_DB.source), redisDbUrl(REDIS_DB.target), queue);
+  if (copied !== JOBS) throw new Error(`the bare copy copied ${copied} of ${JOBS} jobs`);
+  return rate(JOBS, performance.now() - started);
+}
+
 async function benchPair(from: StoreName, to: StoreName) {
   const source = openStore(from, REDIS_DB.source);
   const target = openStore(to, REDIS_DB.target);
@@ -185,6 +198,7 @@ async function benchPair(from: StoreName, to: StoreName) {
     // (more work than a copy), so a Redis target is emptied first (its database holds only that copy).
     if (to === "qless" || to === "glidemq") await flushRedis([REDIS_DB.target]);
     const cli = await migrateByCli(source.spec, target.spec, queue, target.track(`${queue}-cli`));
+    const rawCopyPerSecond = from === "glidemq" && to === "qless" ? await timedRawCopy(queue) : null;
     return {
       pair: `${from} -> ${to}`,
       jobs: JOBS,
@@ -195,6 +209,8 @@ async function benchPair(from: StoreName, to: StoreName) {
       nodeCpuUsPerJob: +((cpu.user + cpu.system) / JOBS).toFixed(1),
       redisCpuUsPerJob: +((redisCpu * 1e6) / JOBS).toFixed(1),
       peakRssMb: Math.round(process.resourceUsage().maxRSS / 1024),
+      rawCopyPerSecond,
+      ofRawCopy: rawCopyPerSecond ? +(rate(JOBS, migrateMs) / rawCopyPerSecond).toFixed(2) : null,
       cliJobsPerSecond: rate(JOBS, cli.ms),
       cliPeakRssMb: cli.peakRssMb,
     };
@@ -215,7 +231,7 @@ const rows = [];
 for (const [from, to] of pairs) {
   const row = await benchPair(from, to);
   process.stderr.write(
-    `[bench] ${row.pair}: ${row.jobsPerSecond} jobs/s (read alone ${row.readOnlyPerSecond}/s), CPU per job ${row.nodeCpuUsPerJob} us here and ${row.redisCpuUsPerJob} us in Redis, peak RSS ${row.peakRssMb} MB; switchyard migrate (built) in its own process ${row.cliJobsPerSecond} jobs/s, peak RSS ${row.cliPeakRssMb} MB\n`,
+    `[bench] ${row.pair}: ${row.jobsPerSecond} jobs/s (read alone ${row.readOnlyPerSecond}/s), CPU per job ${row.nodeCpuUsPerJob} us here and ${row.redisCpuUsPerJob} us in Redis, peak RSS ${row.peakRssMb} MB; switchyard migrate (built) in its own process ${row.cliJobsPerSecond} jobs/s, peak RSS ${row.cliPeakRssMb} MB${row.rawCopyPerSecond ? `; a bare copy ${row.rawCopyPerSecond} jobs/s (migrateQueue at ${row.ofRawCopy}x)` : ""}\n`,
   );
   rows.push(row);
 }
