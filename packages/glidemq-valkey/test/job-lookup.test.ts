@@ -60,6 +60,30 @@ describe("glidemq-valkey: queuesHolding", () => {
     expect(await backend.queuesHolding(job.id)).not.toContain(name);
     expect(await backend.queuesHolding(`never-${randomUUID()}`)).toEqual([]);
   });
+
+  it("look-ups made together go in one script call, each answered with its own id's queues", async () => {
+    if (!hasJobLookup(backend)) throw new Error("no JobLookup");
+    const tag = randomUUID().slice(0, 8);
+    const [a, b] = [queue("together-a"), queue("together-b")];
+    const [inA, inBoth, inNone] = [`x-${tag}`, `y-${tag}`, `z-${tag}`];
+    await backend.enqueue(a, { name: "held", id: inA });
+    await backend.enqueue(a, { name: "held", id: inBoth });
+    await backend.enqueue(b, { name: "held", id: inBoth });
+    await backend.queuesHolding(inNone); // the queue-name scan, made before the calls counted
+    const monitor = await redis.monitor();
+    const scriptCalls: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (/^eval/i.test(args[0] ?? "") && args.some((arg) => arg.includes(tag))) scriptCalls.push(args);
+    });
+    try {
+      const answers = await Promise.all([inA, inBoth, inNone, inA].map((id) => backend.queuesHolding(id)));
+      expect(answers).toEqual([[a], [a, b].sort(), [], [a]]);
+      await redis.ping(); // MONITOR's lines of the calls above arrive before this reply
+      expect(scriptCalls).toHaveLength(1);
+    } finally {
+      monitor.disconnect();
+    }
+  });
 });
 
 describe("glidemq-valkey: queuesHolding on a Redis Cluster", () => {
