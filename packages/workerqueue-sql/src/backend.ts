@@ -40,7 +40,7 @@ import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
-import { findRow, findRows } from "./lookup.js";
+import { findRow, findRows, queueNamesTable, queuesHoldingStatement } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
@@ -51,6 +51,7 @@ import { rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
 import { SqliteCycleGroup } from "./sqlite-cycle.js";
+import { SqliteQueueLookup } from "./sqlite-lookup.js";
 import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, releaseJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
 import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
@@ -106,8 +107,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   private readonly claims: PostgresClaimGroup | SqliteCycleGroup | undefined;
   /** PostgreSQL: concurrent enqueues with an id of one queue go in one statement; see postgres-id-enqueue.ts. */
   private readonly idEnqueues: PostgresIdEnqueues | undefined;
-  /** PostgreSQL: concurrent queuesHolding() look-ups go in one statement; see postgres-lookup.ts. */
-  private readonly lookups: PostgresQueueLookup | undefined;
+  /**
+   * PostgreSQL: concurrent queuesHolding() look-ups go in one statement (postgres-lookup.ts); SQLite
+   * (better-sqlite3): by a statement prepared once, on the connection (sqlite-lookup.ts).
+   */
+  private readonly lookups: PostgresQueueLookup | SqliteQueueLookup | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -138,7 +142,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
     const ordinary = (queue: string, input: NormalizedEnqueueInput) => enqueueNormalized(this.store, queue, input);
     this.burst = writer && new EnqueueBurst(this.store, writer, ordinary);
     this.idEnqueues = PostgresIdEnqueues.fits(this.store) ? new PostgresIdEnqueues(this.store, ordinary) : undefined;
-    this.lookups = PostgresQueueLookup.fits(this.store) ? new PostgresQueueLookup(this.store) : undefined;
+    this.lookups = PostgresQueueLookup.fits(this.store)
+      ? new PostgresQueueLookup(this.store)
+      : SqliteQueueLookup.fits(this.store)
+        ? new SqliteQueueLookup(this.store)
+        : undefined;
   }
 
   get eventFeed() {
@@ -389,15 +397,12 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
     return counts;
   }
 
-  /** The queue names (see #queueNames); rows without a queue are the default queue's. */
+  /** The queue names (queueNamesTable); rows without a queue are the default queue's. */
   async queues(): Promise<string[]> {
     await this.ready();
     const { knex, table, defaultQueue } = this.store;
     const [named, unnamed] = await withRetry("queues", () =>
-      Promise.all([
-        knex.raw(`${this.#queueNames()} select name from names where name is not null`, [SY.queue, table, SY.queue, table, SY.queue]),
-        this.#unnamed(),
-      ]),
+      Promise.all([knex.raw(`${queueNamesTable(this.store)} select name from names where name is not null`), this.#unnamed()]),
     );
     const names = (rowsOf(this.store, named) as unknown as Array<{ name: string }>).map((row) => String(row.name));
     if (unnamed !== undefined && !names.includes(defaultQueue)) names.push(defaultQueue);
@@ -405,42 +410,19 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   }
 
   /**
-   * The queues that hold a job under `id` (JobLookup): the queue-name scan of queues() joined to
-   * the (queue, job id) index, one seek per queue in one statement; a row id names one row.
-   * PostgreSQL: concurrent look-ups share one statement (postgres-lookup.ts).
+   * The queues that hold a job under `id` (JobLookup), by one statement (queuesHoldingStatement).
+   * PostgreSQL and SQLite (better-sqlite3) have their own paths (postgres-lookup.ts, sqlite-lookup.ts).
    */
   async queuesHolding(id: string): Promise<string[]> {
     await this.ready();
     if (this.lookups) return this.lookups.queuesHolding(id);
-    const { knex, table, defaultQueue } = this.store;
     const rowId = rowIdOf(id);
-    // One statement: the named queues holding the id, then (as a null name) a row without a queue.
-    const holding = `${this.#queueNames()}
-      select names.name as name from names join ?? j on j.?? = names.name and j.?? = ?
-      union all select null from ?? where ?? is null and ?? = ?`;
-    const [named, byRowId] = await withRetry("queuesHolding", () =>
-      Promise.all([
-        knex.raw(holding, [SY.queue, table, SY.queue, table, SY.queue, table, SY.queue, SY.jobId, id, table, SY.queue, SY.jobId, id]),
-        rowId === null ? undefined : knex(table).whereNull(SY.jobId).andWhere("id", rowId).first(SY.queue),
-      ]),
+    const sql = queuesHoldingStatement(this.store, rowId !== null);
+    const found = await withRetry("queuesHolding", () => this.store.knex.raw(sql, rowId === null ? [id, id] : [id, id, rowId]));
+    const names = new Set(
+      (rowsOf(this.store, found) as unknown as Array<{ name: string | null }>).map((row) => row.name ?? this.store.defaultQueue),
     );
-    const names = new Set((rowsOf(this.store, named) as unknown as Array<{ name: string | null }>).map((row) => row.name ?? defaultQueue));
-    if (byRowId !== undefined) names.add((byRowId as Record<string, string | null>)[SY.queue] ?? defaultQueue);
     return [...names].sort();
-  }
-
-  /**
-   * The queue names as a recursive `names` table, read by a loose index scan: each next name is one
-   * seek in the queue index, so the cost grows with the number of queues, not of rows (a DISTINCT
-   * reads every row: milliseconds at 100,000 jobs, and the qless doors ask on every put). Bindings:
-   * queue column, table, queue column, table, queue column.
-   */
-  #queueNames(): string {
-    return `with recursive names(name) as (
-      select min(??) from ??
-      union all
-      select (select min(??) from ?? where ?? > names.name) from names where names.name is not null
-    )`;
   }
 
   /** A row without a queue (Worker Queue's own producers write none: the default queue's), or undefined. */

@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import { quoted, rowsOf } from "./bulk-insert.js";
 import { SY } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
+import { queueNamesTable } from "./lookup.js";
 import type { Store } from "./options.js";
 import { rowIdOf } from "./where.js";
 
@@ -50,11 +51,7 @@ async function queuesHoldingEach(store: Store, ids: string[]): Promise<string[][
   const distinct = [...new Set(ids)];
   const rowIds = distinct.map(rowIdOf).filter((rowId): rowId is number => rowId !== null);
   const bindings: Knex.RawBinding[] = [distinct as unknown as Knex.RawBinding, distinct as unknown as Knex.RawBinding];
-  let sql = `with recursive names(name) as (
-      select min(${queue}) from ${table}
-      union all
-      select (select min(${queue}) from ${table} where ${queue} > names.name) from names where names.name is not null
-    )
+  let sql = `${queueNamesTable(store)}
     select names.name as queue, x.id from names cross join unnest(?::text[]) as x(id)
       cross join lateral (select 1 from ${table} j where j.${queue} = names.name and j.${jobId} = x.id limit 1) hit
     union all select null, x.id from unnest(?::text[]) as x(id)

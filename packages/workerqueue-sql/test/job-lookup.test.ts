@@ -1,6 +1,7 @@
 import { hasJobLookup } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
-import { DIALECTS, useDialectTable } from "./dialects.js";
+import { createWorkerQueueBackend } from "../src/index.js";
+import { DIALECTS, type RanStatement, rawKnex, recordSqliteStatements, useDialectTable } from "./dialects.js";
 
 /**
  * The queue names and the queues holding a job id, read by seeks in the queue index (not a scan of
@@ -9,7 +10,7 @@ import { DIALECTS, useDialectTable } from "./dialects.js";
  */
 for (const dialect of DIALECTS) {
   describe(`workerqueue-sql (${dialect}): queue names and job lookup`, () => {
-    const { table, db, open, queue } = useDialectTable(dialect, "wq_lookup");
+    const { table, db, open, queue, url } = useDialectTable(dialect, "wq_lookup");
 
     it("queues() lists every queue once, the default queue for rows without one; queuesHolding() the queues holding an id", async () => {
       const wq = await open();
@@ -36,6 +37,34 @@ for (const dialect of DIALECTS) {
       // Each answer names a queue whose get() finds the job.
       for (const id of ["jid-1", "jid-2", byRowId.id, String(legacy.id)])
         for (const holder of await wq.queuesHolding(id)) expect((await wq.get(holder, id))?.id).toBe(id);
+    });
+
+    it("look-ups made at once are each answered for their own id (SQLite: on the connection, none through knex)", async () => {
+      const counted = rawKnex(url);
+      const ran: RanStatement[] = [];
+      if (dialect === "sqlite") await recordSqliteStatements(counted, ran);
+      const wq = createWorkerQueueBackend({ knex: counted, table });
+      try {
+        if (!hasJobLookup(wq)) throw new Error("workerqueue-sql declares no JobLookup");
+        const [a, b] = [queue("at-once-a"), queue("at-once-b")];
+        await wq.enqueue(a, { name: "one queue", id: "jid-a" });
+        await wq.enqueue(a, { name: "two queues", id: "jid-ab" });
+        await wq.enqueue(b, { name: "two queues", id: "jid-ab" });
+        const { job: byRowId } = await wq.enqueue(b, { name: "row id" });
+        let knexQueries = 0;
+        counted.on("query", () => knexQueries++);
+        const ranBefore = ran.length;
+        const ids = ["jid-a", "jid-ab", "jid-none", byRowId.id, "jid-a"];
+        const answers = await Promise.all(ids.map((id) => wq.queuesHolding(id)));
+        expect(answers).toEqual([[a], [a, b].sort(), [], [b], [a]]);
+        if (dialect === "sqlite") {
+          expect(knexQueries).toBe(0);
+          expect(ran.slice(ranBefore).map((statement) => statement.bindings[0])).toEqual(ids);
+        }
+      } finally {
+        await wq.close();
+        await counted.destroy();
+      }
     });
   });
 }
