@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { jsonProblem } from "./json-value.js";
 import { storableText } from "./text.js";
 import { parseOrThrow } from "./validate.js";
 
@@ -9,9 +10,11 @@ export type JobState = z.infer<typeof JobStateSchema>;
 
 /** Any JSON value. Job data and results must survive every backend's encoding. */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
-export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
-  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonSchema), z.record(z.string(), JsonSchema)]),
-);
+/** A JSON value (jsonProblem says which are), passed on as it came; the issue names where it is not JSON. */
+export const JsonSchema = z.unknown().superRefine((value, context) => {
+  const problem = jsonProblem(value);
+  if (problem) context.addIssue({ code: "custom", message: problem.message, path: problem.path });
+}) as unknown as z.ZodType<Json>;
 
 /** The longest wait a delay or a backoff may ask for (a year); later runs take an explicit runAt. */
 export const MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000;
