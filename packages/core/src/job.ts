@@ -10,11 +10,18 @@ export type JobState = z.infer<typeof JobStateSchema>;
 
 /** Any JSON value. Job data and results must survive every backend's encoding. */
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
-/** A JSON value (jsonProblem says which are), passed on as it came; the issue names where it is not JSON. */
-export const JsonSchema = z.unknown().superRefine((value, context) => {
-  const problem = jsonProblem(value);
-  if (problem) context.addIssue({ code: "custom", message: problem.message, path: problem.path });
-}) as unknown as z.ZodType<Json>;
+/**
+ * A JSON value (jsonProblem says which are), passed on as it came; the issue names where it is not
+ * JSON. Its `id` names it wherever it is used in a document made from the schemas (the gateway's
+ * OpenAPI document refers to one `Json` component).
+ */
+export const JsonSchema = z
+  .unknown()
+  .superRefine((value, context) => {
+    const problem = jsonProblem(value);
+    if (problem) context.addIssue({ code: "custom", message: problem.message, path: problem.path });
+  })
+  .meta({ id: "Json", description: "Any JSON value." }) as unknown as z.ZodType<Json>;
 
 /** The longest wait a delay or a backoff may ask for (a year); later runs take an explicit runAt. */
 export const MAX_DELAY_MS = 365 * 24 * 60 * 60 * 1000;
