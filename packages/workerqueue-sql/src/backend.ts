@@ -40,7 +40,7 @@ import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
-import { findRow, findRows, queueNamesTable, queuesHoldingStatement } from "./lookup.js";
+import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingStatement } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
@@ -419,10 +419,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
     const rowId = rowIdOf(id);
     const sql = queuesHoldingStatement(this.store, rowId !== null);
     const found = await withRetry("queuesHolding", () => this.store.knex.raw(sql, rowId === null ? [id, id] : [id, id, rowId]));
-    const names = new Set(
-      (rowsOf(this.store, found) as unknown as Array<{ name: string | null }>).map((row) => row.name ?? this.store.defaultQueue),
-    );
-    return [...names].sort();
+    return holdingQueues(this.store, rowsOf(this.store, found) as unknown as Array<{ name: string | null }>);
   }
 
   /** A row without a queue (Worker Queue's own producers write none: the default queue's), or undefined. */

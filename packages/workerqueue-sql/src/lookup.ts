@@ -41,6 +41,11 @@ export function queuesHoldingStatement(store: Store, byRowId: boolean): string {
   return byRowId ? `${holding}\n    union all select ${queue} from ${table} where ${jobId} is null and id = ?` : holding;
 }
 
+/** queuesHoldingStatement's rows as queuesHolding answers them: each queue once, in name order. */
+export function holdingQueues(store: Store, rows: ReadonlyArray<{ name: string | null }>): string[] {
+  return [...new Set(rows.map((row) => row.name ?? store.defaultQueue))].sort();
+}
+
 /**
  * The row id a job id names in a queue, as one scalar expression each of whose reads is an index
  * lookup: the row that has it as its caller-chosen id (`sy_job_id`, per spelling of the queue), else

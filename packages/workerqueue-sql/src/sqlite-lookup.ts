@@ -1,6 +1,6 @@
 import { groupCommit } from "@switchyard/core";
 import { withRetry } from "./db-errors.js";
-import { queuesHoldingStatement } from "./lookup.js";
+import { holdingQueues, queuesHoldingStatement } from "./lookup.js";
 import type { Store } from "./options.js";
 import { type SqliteConnection, SqliteStatements, isBetterSqlite } from "./sqlite-statements.js";
 import { rowIdOf } from "./where.js";
@@ -39,10 +39,7 @@ export class SqliteQueueLookup {
 
   private holding(connection: SqliteConnection, id: string): string[] {
     const rowId = rowIdOf(id);
-    const rows =
-      rowId === null
-        ? this.statements.rows<{ name: string | null }>(connection, this.byId, [id, id])
-        : this.statements.rows<{ name: string | null }>(connection, this.byIdOrRowId, [id, id, rowId]);
-    return [...new Set(rows.map((row) => row.name ?? this.store.defaultQueue))].sort();
+    const [sql, bindings] = rowId === null ? [this.byId, [id, id]] : [this.byIdOrRowId, [id, id, rowId]];
+    return holdingQueues(this.store, this.statements.rows<{ name: string | null }>(connection, sql, bindings));
   }
 }
