@@ -35,6 +35,7 @@ import {
   runAtOf,
 } from "@switchyard/core";
 import { type EnqueueRecord, canBuild, createdDocument } from "./created.js";
+import { qlessDataProblem } from "./data-text.js";
 import { translateError } from "./errors.js";
 import { qlessEventFeed } from "./event-feed.js";
 import {
@@ -150,11 +151,14 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     if (input.backoff) meta.backoff = input.backoff;
     if (input.uniqueKey) meta.uniqueKey = input.uniqueKey;
     if (input.native && Object.keys(input.native).length > 0) meta.native = input.native;
+    const data = JSON.stringify(input.data);
+    const problem = qlessDataProblem(data);
+    if (problem) throw new ValidationError(`qless-redis: ${problem}`);
     const record = {
       now: formatNow(putAt),
       jid: input.id ?? randomUUID().replaceAll("-", ""),
       klass: input.name,
-      data: JSON.stringify(input.data),
+      data,
       delay: String(runAt === null ? 0 : Math.max(0, runAt / 1000 - putAt)),
       priority: String(input.priority),
       tags: JSON.stringify(input.tags),
@@ -176,11 +180,14 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     if (inputs.length === 0) return [];
     const now = Date.now();
     const records = inputs.map((input) => enqueueRecord(input, now));
-    const reply = JSON.parse((await call("switchyard.enqueue-many", queue, JSON.stringify(records))) as string) as
+    // Each job's data goes as a line of its own argument (see the script), not inside its record.
+    const sent = records.map(({ data: _, ...record }) => record);
+    const dataLines = records.map((record) => record.data).join("\n");
+    const reply = JSON.parse((await call("switchyard.enqueue-many", queue, JSON.stringify(sent), dataLines)) as string) as
       | Array<{ created: number; doc?: SwitchyardDocument; time?: string }>
       | Record<string, never>;
     return list(reply).map(({ created, doc, time }, i) => ({
-      job: toCoreJob(doc ?? createdDocument(records[i] as EnqueueRecord, queue, time as string), queue),
+      job: doc ? toCoreJob(doc, queue) : toCoreJob(createdDocument(records[i] as EnqueueRecord, queue, time as string), queue, true),
       created: created === 1,
     }));
   }
