@@ -49,7 +49,10 @@ export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string
     const client = await ready();
     const queues = await knownQueues(client);
     lastQueueCount = queues.length;
-    const keys = ids.flatMap((id) => queues.map((queue) => keysOf(queue).job(id)));
+    // Each queue's keys once per call: a call asks ids x queues keys, and building a queue's keys
+    // (twenty texts and a name check) for each of them cost more of the gateway than the call itself.
+    const queueKeySets = queues.map(keysOf);
+    const keys = ids.flatMap((id) => queueKeySets.map((queueKeys) => queueKeys.job(id)));
     const held = isCluster(client)
       ? (await Promise.all(keys.map((key) => client.exists(key)))).flatMap((exists, i) => (exists === 1 ? [i + 1] : []))
       : ((await runLuaScript(client, EXISTING_KEYS, keys, [])) as number[]);
