@@ -84,6 +84,34 @@ describe("glidemq-valkey: queuesHolding", () => {
       monitor.disconnect();
     }
   });
+
+  it("looks past the 1,000 keys one EXISTS takes: ids held in queue 1, in queue 1,150 alone, in both, of 1,200", async () => {
+    const tag = randomUUID().slice(0, 8);
+    const names = Array.from({ length: 1200 }, (_, i) => `lookup-many-${tag}-${String(i).padStart(4, "0")}`);
+    const [first, late] = [names[0] as string, names[1149] as string];
+    const [inFirst, inLate, inBoth] = [`f-${tag}`, `l-${tag}`, `b-${tag}`];
+    // Queues another process made: an id counter each, found by the fresh backend's scan.
+    await redis.mset(names.flatMap((name) => [queueKeys(name).id, "0"]));
+    for (const [name, id] of [
+      [first, inFirst],
+      [late, inLate],
+      [first, inBoth],
+      [late, inBoth],
+    ] as const) {
+      await elsewhere.enqueue(name, { name: "held", id });
+    }
+    const fresh = createGlideMqBackend({ url });
+    try {
+      await fresh.ready();
+      if (!hasJobLookup(fresh)) throw new Error("no JobLookup");
+      const answers = await Promise.all([inFirst, inLate, inBoth, `none-${tag}`].map((id) => fresh.queuesHolding(id)));
+      expect(answers).toEqual([[first], [late], [first, late], []]);
+    } finally {
+      await fresh.close();
+      await removeQueues(redis, new Set([first, late]));
+      await redis.del(names.map((name) => queueKeys(name).id));
+    }
+  });
 });
 
 describe("glidemq-valkey: queuesHolding on a Redis Cluster", () => {
