@@ -224,6 +224,21 @@ describe("qless door: translated commands answer as qless's own script", () => {
     });
   });
 
+  it("tag top lists the tags of two jobs or more, most used first, and tags used alike in Redis's reverse order of their bytes", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      // Tags no other test uses; tag top is global to the store, so only these are looked at.
+      const [a, b, c] = [r.jid("ta"), r.jid("tb"), r.jid("tc")];
+      const ours = (reply: { reply: string[] }) => reply.reply.filter((tag) => [a, b, c].includes(tag));
+      await put(r, "one", "K", {}, "tags", JSON.stringify([a, b, c]));
+      await put(r, "two", "K", {}, "tags", JSON.stringify([a, b]));
+      const tied = await r.qless("tag", ["top", 0, 10_000]);
+      await put(r, "three", "K", {}, "tags", JSON.stringify([a]));
+      const ranked = await r.qless("tag", ["top", 0, 10_000]);
+      return { tied: ours(tied.body), ranked: ours(ranked.body) };
+    });
+    expect(seen).toEqual({ tied: ["<tb>", "<ta>"], ranked: ["<ta>", "<tb>"] });
+  });
+
   it("jobs lists running, scheduled, depends and recurring jids as qless does, and refuses an unknown type the same way", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "running", "K", {});

@@ -73,12 +73,12 @@ export class QlessTracked {
 
   /** Every tracked job, in ZRANGE's order: tracked earlier first, then by jid. */
   list(backend: Backend): TrackedJob[] {
-    return [...(this.#jobs.get(backend)?.values() ?? [])].sort((a, b) => a.at - b.at || compare(a.jid, b.jid));
+    return [...(this.#jobs.get(backend)?.values() ?? [])].sort((a, b) => a.at - b.at || memberOrder(a.jid, b.jid));
   }
 }
 
 /** Redis's order of sorted-set members with equal scores: by their bytes. */
-const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+export const memberOrder = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** qless's `ql:workers`: each worker that popped (from a queue that was not paused) or heartbeat, with when it was last seen. */
 export class QlessWorkers {
@@ -101,7 +101,7 @@ export class QlessWorkers {
     const seen = this.#seen.get(backend);
     if (!seen) return [];
     for (const [worker, at] of seen) if (at <= now - maxAgeMs) seen.delete(worker);
-    return [...seen].sort((a, b) => b[1] - a[1] || compare(b[0], a[0])).map(([worker]) => worker);
+    return [...seen].sort((a, b) => b[1] - a[1] || memberOrder(b[0], a[0])).map(([worker]) => worker);
   }
 }
 
@@ -398,4 +398,4 @@ function forget(listed: Set<string>, entries: CompletedJob[]): CompletedJob[] {
   return entries;
 }
 
-const precedes = (a: CompletedJob, b: CompletedJob) => a.at < b.at || (a.at === b.at && compare(a.jid, b.jid) < 0);
+const precedes = (a: CompletedJob, b: CompletedJob) => a.at < b.at || (a.at === b.at && memberOrder(a.jid, b.jid) < 0);

@@ -42,6 +42,7 @@ import {
 import { popJobs, renewLock } from "./qless-locks.js";
 import { asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
+import { memberOrder } from "./qless-state.js";
 import { STORE_COMMANDS } from "./qless-store-commands.js";
 
 export type { QlessArgs } from "./qless-args.js";
@@ -299,8 +300,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
       const [offset, count] = page("tag", "Tag", rest[0], rest[1]);
       const uses = new Map<string, number>();
       for (const job of await jobsOfBackend(backend)) for (const tag of job.tags) uses.set(tag, (uses.get(tag) ?? 0) + 1);
-      // qless lists the tags of two jobs or more, most used first.
-      const top = [...uses].filter(([, n]) => n >= 2).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+      // qless lists the tags of two jobs or more, most used first (ZREVRANGEBYSCORE: ties in reverse order).
+      const top = [...uses].filter(([, n]) => n >= 2).sort((a, b) => b[1] - a[1] || memberOrder(b[0], a[0]));
       return luaList(top.slice(offset, offset + count).map(([tag]) => tag));
     }
     throw qlessError("tag", 'Tag(): First argument must be "add", "remove" or "get"');
