@@ -109,8 +109,9 @@ export function toJob(queue: string, hash: Record<string, string>, score: string
   const opts = parseOpts(hash);
   const state = coreState(hash);
   const native: Record<string, string> = {};
-  for (const [field, value] of Object.entries(hash)) {
-    if (!CORE_FIELDS.has(field) && !OWN_FIELD.test(field)) native[field] = value;
+  // for...in, not Object.entries: this runs for every job read or written (a third of toJob's time).
+  for (const field in hash) {
+    if (!CORE_FIELDS.has(field) && !OWN_FIELD.test(field)) native[field] = hash[field] as string;
   }
   const runAt = state === "delayed" && score !== null ? Number(score) % PRIORITY_SHIFT : null;
   const lastActive = num(hash.lastActive) ?? num(hash.processedOn) ?? 0;
