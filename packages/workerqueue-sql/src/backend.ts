@@ -40,7 +40,7 @@ import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
-import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingStatement } from "./lookup.js";
+import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
@@ -54,7 +54,7 @@ import { SqliteCycleGroup } from "./sqlite-cycle.js";
 import { SqliteQueueLookup } from "./sqlite-lookup.js";
 import { cancelJob, completeByTransition, completeJob, failJob, heartbeatJob, releaseJob, setJobProgress } from "./transitions.js";
 import { MasterWaker, parseLegacyMaster } from "./wake.js";
-import { rowIdOf, whereNotActive, whereQueue, whereState } from "./where.js";
+import { whereNotActive, whereQueue, whereState } from "./where.js";
 
 export const WORKERQUEUE_CAPABILITIES: Capabilities = {
   delays: true,
@@ -416,9 +416,9 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   async queuesHolding(id: string): Promise<string[]> {
     await this.ready();
     if (this.lookups) return this.lookups.queuesHolding(id);
-    const rowId = rowIdOf(id);
-    const sql = queuesHoldingStatement(this.store, rowId !== null);
-    const found = await withRetry("queuesHolding", () => this.store.knex.raw(sql, rowId === null ? [id, id] : [id, id, rowId]));
+    const { byRowId, bindings } = queuesHoldingArgs(id);
+    const sql = queuesHoldingStatement(this.store, byRowId);
+    const found = await withRetry("queuesHolding", () => this.store.knex.raw(sql, bindings));
     return holdingQueues(this.store, rowsOf(this.store, found) as unknown as Array<{ name: string | null }>);
   }
 

@@ -41,6 +41,12 @@ export function queuesHoldingStatement(store: Store, byRowId: boolean): string {
   return byRowId ? `${holding}\n    union all select ${queue} from ${table} where ${jobId} is null and id = ?` : holding;
 }
 
+/** Which queuesHoldingStatement `id` needs (whether it also spells a row id), and its bindings. */
+export function queuesHoldingArgs(id: string): { byRowId: boolean; bindings: Array<string | number> } {
+  const rowId = rowIdOf(id);
+  return rowId === null ? { byRowId: false, bindings: [id, id] } : { byRowId: true, bindings: [id, id, rowId] };
+}
+
 /** queuesHoldingStatement's rows as queuesHolding answers them: each queue once, in name order. */
 export function holdingQueues(store: Store, rows: ReadonlyArray<{ name: string | null }>): string[] {
   return [...new Set(rows.map((row) => row.name ?? store.defaultQueue))].sort();

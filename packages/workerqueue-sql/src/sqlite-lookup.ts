@@ -1,9 +1,8 @@
 import { groupCommit } from "@switchyard/core";
 import { withRetry } from "./db-errors.js";
-import { holdingQueues, queuesHoldingStatement } from "./lookup.js";
+import { holdingQueues, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
 import type { Store } from "./options.js";
 import { type SqliteConnection, SqliteStatements, isBetterSqlite } from "./sqlite-statements.js";
-import { rowIdOf } from "./where.js";
 
 /**
  * SQLite's JobLookup (`queuesHolding`) through better-sqlite3: the statement knex ran before costs
@@ -38,8 +37,8 @@ export class SqliteQueueLookup {
   }
 
   private holding(connection: SqliteConnection, id: string): string[] {
-    const rowId = rowIdOf(id);
-    const [sql, bindings] = rowId === null ? [this.byId, [id, id]] : [this.byIdOrRowId, [id, id, rowId]];
+    const { byRowId, bindings } = queuesHoldingArgs(id);
+    const sql = byRowId ? this.byIdOrRowId : this.byId;
     return holdingQueues(this.store, this.statements.rows<{ name: string | null }>(connection, sql, bindings));
   }
 }
