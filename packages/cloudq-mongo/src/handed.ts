@@ -1,3 +1,4 @@
+import { dropOldest } from "@switchyard/core";
 import type { CloudqDocument } from "./document.js";
 import type { Store } from "./store.js";
 
@@ -26,10 +27,7 @@ export function rememberHanded(store: Store, queue: string, id: string, document
   }
   byKey.delete(key(queue, id));
   byKey.set(key(queue, id), document);
-  if (byKey.size > MAX_ENTRIES) {
-    const oldest = byKey.keys().next().value;
-    if (oldest !== undefined) byKey.delete(oldest);
-  }
+  dropOldest(byKey, MAX_ENTRIES);
 }
 
 /** Replaces the entry of a job this backend handed out (heartbeat, progress); others are not added. */

@@ -11,6 +11,7 @@ export * from "./guard.js";
 export * from "./methods.js";
 export * from "./group-commit.js";
 export * from "./seen-ids.js";
+export * from "./bounded-map.js";
 export * from "./inputs.js";
 export { STORABLE_TEXT_PATTERN, storableText } from "./text.js";
 export type { Probe } from "./probe.js";

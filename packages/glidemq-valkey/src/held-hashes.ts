@@ -1,3 +1,5 @@
+import { dropOldest } from "@switchyard/core";
+
 /**
  * The hashes of the jobs this Backend reserved, as its reserve (or a heartbeat since) left them, so
  * that a completion need not read the whole hash back nor carry it in the reply: the script checks
@@ -20,7 +22,7 @@ export class HeldHashes {
     this.#hashes.delete(key);
     if (charsOf(hash) > MOST_HASH_CHARS) return;
     this.#hashes.set(key, hash);
-    if (this.#hashes.size > MOST_HASHES) this.#hashes.delete(this.#hashes.keys().next().value as string);
+    dropOldest(this.#hashes, MOST_HASHES);
   }
 
   /** Refreshes the copy only when one is kept (a heartbeat of a job this Backend did not reserve keeps none). */

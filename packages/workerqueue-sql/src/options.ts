@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import { ValidationError } from "@switchyard/core";
+import { ValidationError, dropOldest } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
 import type { LegacyMaster } from "./wake.js";
 
@@ -156,7 +156,7 @@ function reusePreparedStatements(connection: SqliteConnection): void {
     if (statement === undefined) statement = prepare(sql);
     else prepared.delete(sql);
     prepared.set(sql, statement);
-    if (prepared.size > MOST_PREPARED) prepared.delete(prepared.keys().next().value as string);
+    dropOldest(prepared, MOST_PREPARED);
     return statement;
   };
 }

@@ -1,3 +1,4 @@
+import { dropOldest } from "@switchyard/core";
 import type { Store } from "./options.js";
 
 /** What this package uses of a better-sqlite3 connection (@types/better-sqlite3 is not a dependency). */
@@ -55,7 +56,7 @@ export class SqliteStatements {
     else statement = connection.prepare(sql);
     this.prepared.set(sql, statement);
     // The least recently used goes first: a claim's text grows with its count of rows.
-    if (this.prepared.size > MOST_PREPARED) this.prepared.delete(this.prepared.keys().next().value as string);
+    dropOldest(this.prepared, MOST_PREPARED);
     return statement;
   }
 

@@ -1,4 +1,4 @@
-import type { Backend, Job } from "@switchyard/core";
+import { type Backend, type Job, dropOldest } from "@switchyard/core";
 
 /**
  * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
@@ -27,7 +27,7 @@ export function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: B
 export function setNewest<T>(map: Map<string, T>, key: string, value: T, most = MOST_ENTRIES): void {
   map.delete(key);
   map.set(key, value);
-  if (map.size > most) map.delete(map.keys().next().value as string);
+  dropOldest(map, most);
 }
 
 /** Takes a job's entry from its old queue's key to its new one (qless's jids are global), as the newest. */

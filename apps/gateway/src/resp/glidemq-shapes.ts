@@ -1,4 +1,4 @@
-import type { Job } from "@switchyard/core";
+import { type Job, dropOldest } from "@switchyard/core";
 import type { Access } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { GLIDE_STATE_OF } from "../doors/glidemq-jobs.js";
@@ -87,7 +87,7 @@ export class WorkerLocks {
     if (!Number.isInteger(lock) || lock <= 0) return;
     this.#locks.delete(args[1] as string);
     this.#locks.set(args[1] as string, lock);
-    if (this.#locks.size > REMEMBERED_WORKERS) this.#locks.delete(this.#locks.keys().next().value as string);
+    dropOldest(this.#locks, REMEMBERED_WORKERS);
   }
 
   leaseOf(consumer: string): number {

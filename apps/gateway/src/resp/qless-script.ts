@@ -1,4 +1,4 @@
-import { QlessCommandError, hasQlessCommands, isSwitchyardError, queuesToSearch } from "@switchyard/core";
+import { QlessCommandError, dropOldest, hasQlessCommands, isSwitchyardError, queuesToSearch } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
@@ -95,7 +95,7 @@ export class JidQueues {
   remember(jid: string, queue: string): void {
     this.#queues.delete(jid);
     this.#queues.set(jid, queue);
-    if (this.#queues.size > REMEMBERED_JIDS) this.#queues.delete(this.#queues.keys().next().value as string);
+    dropOldest(this.#queues, REMEMBERED_JIDS);
   }
 
   /** Notes the jids and queues of a reply that lists jobs (pop, peek, get, multiget). */
