@@ -15,8 +15,9 @@ import { SCHEMATHESIS_VERSION, installSchemathesis, runSchemathesis } from "./su
  * gateway on each kind of store the doors treat differently: SQL (Worker Queue's own), glide-mq's
  * and qless's layouts on Redis (database 15, this suite's alone).
  */
-const SEED = "20240514";
-const MAX_EXAMPLES = "5";
+// CI's budget; a longer hunt: SWITCHYARD_FUZZ_SEED=<n> SWITCHYARD_FUZZ_EXAMPLES=100 npx vitest run test/fuzz-openapi.test.ts
+const SEED = process.env.SWITCHYARD_FUZZ_SEED ?? "20240514";
+const MAX_EXAMPLES = process.env.SWITCHYARD_FUZZ_EXAMPLES ?? "5";
 const dir = mkdtempSync(join(tmpdir(), "switchyard-fuzz-openapi-"));
 const STORES = [
   { name: "workerqueue-sql on SQLite", backend: { type: "workerqueue-sql", url: `sqlite:${join(dir, "fuzz.sqlite")}` } },
@@ -51,38 +52,42 @@ const failures = (output: string) => output.slice(Math.max(0, output.indexOf("FA
 
 describe(`schemathesis ${SCHEMATHESIS_VERSION} on /openapi.json`, () => {
   for (const { name, backend } of STORES) {
-    it(`finds no 5xx and no answer outside its schema, on ${name}`, async () => {
-      // Cloudq's reserve answers at once (longPollMs 0) instead of waiting for a job.
-      const gateway = await startGatewayProcess(dir, name.replaceAll(" ", "-"), {
-        backends: { main: backend },
-        doors: { cloudq: { longPollMs: 0 } },
-      });
-      processes.push(gateway);
-      const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as OpenApiDocument;
-      const operations = Object.values(document.paths).reduce((sum, ops) => sum + Object.keys(ops).length, 0);
-      const streaming = streamingPaths(document);
-      expect(streaming.length).toBeGreaterThan(0);
+    it(
+      `finds no 5xx and no answer outside its schema, on ${name}`,
+      async () => {
+        // Cloudq's reserve answers at once (longPollMs 0) instead of waiting for a job.
+        const gateway = await startGatewayProcess(dir, name.replaceAll(" ", "-"), {
+          backends: { main: backend },
+          doors: { cloudq: { longPollMs: 0 } },
+        });
+        processes.push(gateway);
+        const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as OpenApiDocument;
+        const operations = Object.values(document.paths).reduce((sum, ops) => sum + Object.keys(ops).length, 0);
+        const streaming = streamingPaths(document);
+        expect(streaming.length).toBeGreaterThan(0);
 
-      const run = await runSchemathesis(`${gateway.url}/openapi.json`, [
-        "--seed",
-        SEED,
-        "--max-examples",
-        MAX_EXAMPLES,
-        "--checks",
-        "not_a_server_error,response_schema_conformance",
-        ...streaming.flatMap((path) => ["--exclude-path", path]),
-        // A request left hanging fails the run as a network error instead of stalling it.
-        "--request-timeout",
-        "10",
-        "--no-shrink",
-      ]);
-      const report = `${failures(run.output)}\n--- gateway log ---\n${gateway.output().slice(-5_000)}`;
-      expect(run.code, report).toBe(0);
-      // Every operation but the streams was exercised, none skipped as untestable.
-      expect(run.output, report).toContain(`Tested: ${operations - streaming.length}\n`);
+        const run = await runSchemathesis(`${gateway.url}/openapi.json`, [
+          "--seed",
+          SEED,
+          "--max-examples",
+          MAX_EXAMPLES,
+          "--checks",
+          "not_a_server_error,response_schema_conformance",
+          ...streaming.flatMap((path) => ["--exclude-path", path]),
+          // A request left hanging fails the run as a network error instead of stalling it.
+          "--request-timeout",
+          "10",
+          "--no-shrink",
+        ]);
+        const report = `${failures(run.output)}\n--- gateway log ---\n${gateway.output().slice(-5_000)}`;
+        expect(run.code, report).toBe(0);
+        // Every operation but the streams was exercised, none skipped as untestable.
+        expect(run.output, report).toContain(`Tested: ${operations - streaming.length}\n`);
 
-      gateway.child.kill("SIGTERM");
-      expect(await gateway.exited).toBe(0);
-    }, 240_000);
+        gateway.child.kill("SIGTERM");
+        expect(await gateway.exited).toBe(0);
+      },
+      Number(MAX_EXAMPLES) * 48_000,
+    );
   }
 });
