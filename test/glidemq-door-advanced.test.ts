@@ -255,6 +255,20 @@ describe("glide-mq door on a glidemq-valkey store: schedulers, dead letters, rat
     expect((await call("POST", `/glidemq/queues/${queue}/jobs/reserve`, { worker: "w", count: 5 })).json.jobs).toHaveLength(3);
   });
 
+  it("a fractional max lets jobs through while fewer than max were taken in the window, as glide-mq's check does", async () => {
+    // Found by schemathesis: a max of 0.5 made the claim ask XREADGROUP for half a job, a 500.
+    const queue = newQueue();
+    await call("POST", `/glidemq/queues/${queue}/jobs/bulk`, { jobs: [1, 2, 3, 4].map((n) => ({ name: `j${n}` })) });
+    await call("PUT", `/glidemq/queues/${queue}/rate-limit`, { max: 0.5, duration: 60_000 });
+    const first = await call("POST", `/v1/queues/${queue}/reserve`, { worker: "v1", count: 4 });
+    expect(first.status, JSON.stringify(first.json)).toBe(200);
+    expect(first.json.jobs).toHaveLength(1);
+    expect((await call("POST", `/glidemq/queues/${queue}/jobs/reserve`, { worker: "w", count: 4 })).json.jobs).toEqual([]);
+    await call("PUT", `/glidemq/queues/${queue}/rate-limit`, { max: 2.5, duration: 60_000 });
+    expect((await call("POST", `/glidemq/queues/${queue}/jobs/reserve`, { worker: "w", count: 4 })).json.jobs).toHaveLength(2);
+    expect(await redis.hget(`glide:{${queue}}:rate`, "count")).toBe("3");
+  });
+
   it("a rate-limit window that has passed opens a new one", async () => {
     const queue = newQueue();
     await call("POST", `/glidemq/queues/${queue}/jobs/bulk`, { jobs: [{ name: "a" }, { name: "b" }] });

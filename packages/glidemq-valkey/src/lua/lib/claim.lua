@@ -149,6 +149,8 @@ local function fetchJobs(ctx, count, out)
     if #out >= count then break end
     local read = redis.pcall('XREADGROUP', 'GROUP', ctx.group, ctx.consumer, 'COUNT', count - #out, 'STREAMS', streamKey, '>')
     if type(read) == 'table' and read.err then
+      -- Only a missing group (or stream) is made here; any other refusal is the caller's to see.
+      if string.sub(read.err, 1, 7) ~= 'NOGROUP' then error(read) end
       redis.call('XGROUP', 'CREATE', streamKey, ctx.group, '0', 'MKSTREAM')
       read = redis.call('XREADGROUP', 'GROUP', ctx.group, ctx.consumer, 'COUNT', count - #out, 'STREAMS', streamKey, '>')
     end

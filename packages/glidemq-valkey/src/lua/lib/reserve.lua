@@ -83,7 +83,8 @@ local function reserveForEach(prefix, now, group, consumer, claims, honourPause,
     if promote then promoteDue(prefix, now, 1000) end
     -- glide-mq's global rate limit (meta rateLimitMax/rateLimitDuration) binds a Switchyard reserve as
     -- it binds glide-mq's workers: jobs taken count in the same `rate` window (windowStart, count), and
-    -- none are taken once `max` were taken in it.
+    -- a job is taken while fewer than `max` were taken in it (so a max of 2.5 lets 3 through, as
+    -- glide-mq's `count >= max` check does; a fractional want would also be no COUNT for XREADGROUP).
     local want = count
     local rateKey, used, windowStart = nil, 0, now
     if leaseWorker ~= '' then
@@ -97,7 +98,7 @@ local function reserveForEach(prefix, now, group, consumer, claims, honourPause,
           windowStart = now
           used = 0
         end
-        want = math.min(count, #out + math.max(0, max - used))
+        want = math.min(count, #out + math.max(0, math.ceil(max - used)))
       end
     end
     local before = #out
