@@ -5,8 +5,8 @@
  * Why not the oldest one per insert (`map.delete(map.keys().next().value)`): V8 leaves a deleted
  * entry as a hole in the Map's table until the table is rebuilt, and a new iterator steps over every
  * hole at the front, so at the cap each insert walks past the entries dropped since the last rebuild:
- * 11 µs per insert at 10,000 entries and 65 µs at 100,000 where one walk that drops a tenth at once
- * costs 0.3 and 0.6 µs (Node 20, `npm run bench -- bounded-map`).
+ * 9-11 µs per insert at 10,000 entries and 25-65 µs at 100,000 (from run to run), where one walk
+ * that drops a tenth at once costs 0.2-0.3 and 0.6-0.7 µs (Node 20, `npm run bench -- bounded`).
  */
 export function dropOldest<K, V>(map: Map<K, V>, most: number): void {
   if (map.size <= most) return;

@@ -9,7 +9,7 @@ import { type Backend, type Job, dropOldest } from "@switchyard/core";
  * these stores.
  */
 
-/** The most entries one backend's registry keeps; the oldest go first (qless's keys have no bound). */
+/** The most entries one backend's registry keeps; past them the oldest go, a tenth at once (qless's keys have no bound). */
 const MOST_ENTRIES = 100_000;
 
 export const keyOf = (queue: string, jid: string) => `${queue}\u0000${jid}`;
@@ -23,7 +23,7 @@ export function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: B
   return map;
 }
 
-/** Adds an entry as the newest, dropping the oldest beyond MOST_ENTRIES. */
+/** Adds an entry as the newest; beyond `most` the oldest go (core's dropOldest). */
 export function setNewest<T>(map: Map<string, T>, key: string, value: T, most = MOST_ENTRIES): void {
   map.delete(key);
   map.set(key, value);
@@ -357,45 +357,70 @@ export interface CompletedJob {
  * gateway, before a restart) are not in it, and so are kept.
  */
 export class QlessCompleted {
-  readonly #jobs = new WeakMap<Backend, { list: CompletedJob[]; listed: Set<string> }>();
+  readonly #jobs = new WeakMap<Backend, CompletedList>();
 
   /** Notes a completion, as ZADD does (a jid completed again moves to its new time). */
   add(backend: Backend, entry: CompletedJob): void {
     let jobs = this.#jobs.get(backend);
     if (!jobs) {
-      jobs = { list: [], listed: new Set() };
+      jobs = new CompletedList();
       this.#jobs.set(backend, jobs);
     }
-    const { list, listed } = jobs;
-    const key = keyOf(entry.queue, entry.jid);
-    // Only a jid completed before is looked for: a completion does not scan the whole list.
-    if (listed.has(key)) {
-      const before = list.findLastIndex((other) => keyOf(other.queue, other.jid) === key);
-      list.splice(before, 1);
-    }
-    // Completions come mostly in time order: search from the end.
-    let at = list.length;
-    while (at > 0 && precedes(entry, list[at - 1]!)) at--;
-    list.splice(at, 0, entry);
-    listed.add(key);
-    if (list.length > MOST_ENTRIES) forget(listed, list.splice(0, 1));
+    jobs.add(entry);
   }
 
   /** Takes out and answers the completions at or before `until`, then the oldest beyond the newest `keep`. */
   expire(backend: Backend, until: number, keep: number): CompletedJob[] {
-    const jobs = this.#jobs.get(backend);
-    if (!jobs) return [];
-    const { list, listed } = jobs;
-    let old = 0;
-    while (old < list.length && list[old]!.at <= until) old++;
-    old = Math.max(old, list.length - Math.max(0, keep));
-    return forget(listed, list.splice(0, old));
+    return this.#jobs.get(backend)?.expire(until, keep) ?? [];
   }
 }
 
-function forget(listed: Set<string>, entries: CompletedJob[]): CompletedJob[] {
-  for (const entry of entries) listed.delete(keyOf(entry.queue, entry.jid));
-  return entries;
+/**
+ * One backend's completions in order, taken out from the front. Taken entries are skipped by `head`
+ * rather than spliced out one by one: each completion expires about one, and splicing the front of
+ * an array of 50,000 (qless's default `jobs-history-count`) moved the whole array every time.
+ */
+class CompletedList {
+  #entries: CompletedJob[] = [];
+  #head = 0;
+  readonly #listed = new Set<string>();
+
+  add(entry: CompletedJob): void {
+    const entries = this.#entries;
+    const key = keyOf(entry.queue, entry.jid);
+    // Only a jid completed before is looked for: a completion does not scan the whole list.
+    if (this.#listed.has(key)) {
+      const before = entries.findLastIndex((other) => keyOf(other.queue, other.jid) === key);
+      entries.splice(before, 1);
+    }
+    // Completions come mostly in time order: search from the end.
+    let at = entries.length;
+    while (at > this.#head && precedes(entry, entries[at - 1]!)) at--;
+    if (at === entries.length) entries.push(entry);
+    else entries.splice(at, 0, entry);
+    this.#listed.add(key);
+    if (entries.length - this.#head > MOST_ENTRIES) this.#take(this.#head + 1);
+  }
+
+  expire(until: number, keep: number): CompletedJob[] {
+    const entries = this.#entries;
+    let old = this.#head;
+    while (old < entries.length && entries[old]!.at <= until) old++;
+    return this.#take(Math.max(old, entries.length - Math.max(0, keep)));
+  }
+
+  /** Takes out the entries before index `end`; the array drops what it skipped once that is half of it. */
+  #take(end: number): CompletedJob[] {
+    if (end <= this.#head) return [];
+    const taken = this.#entries.slice(this.#head, end);
+    for (const entry of taken) this.#listed.delete(keyOf(entry.queue, entry.jid));
+    this.#head = end;
+    if (this.#head > 1_000 && this.#head * 2 > this.#entries.length) {
+      this.#entries = this.#entries.slice(this.#head);
+      this.#head = 0;
+    }
+    return taken;
+  }
 }
 
 const precedes = (a: CompletedJob, b: CompletedJob) => a.at < b.at || (a.at === b.at && memberOrder(a.jid, b.jid) < 0);
