@@ -52,6 +52,16 @@ const BULK_CHUNK = 1000;
 const ADD_ARGS = 16;
 
 /**
+ * The add script's arguments for jobs `from` to `to`, one after another. A plain loop: `Array.flat`
+ * costs about 2 µs per job's sixteen arguments in V8, a tenth of what a whole bulk costs this process.
+ */
+function chunkArguments(prepared: string[][], from: number, to: number): string[] {
+  const args: string[] = [];
+  for (let i = from; i < to; i++) for (const arg of prepared[i] as string[]) args.push(arg);
+  return args;
+}
+
+/**
  * Adds jobs to one queue exactly as glide-mq's `Queue.add` / `addBulk` does (glidemq_addJob and
  * glidemq_dedup), with Switchyard's own scripts.
  */
@@ -132,7 +142,7 @@ export class GlideProducer {
   async runAdd(prepared: string[][]): Promise<AddOutcome[]> {
     const outcomes: AddOutcome[] = [];
     for (let start = 0; start < prepared.length; start += BULK_CHUNK) {
-      const args = prepared.slice(start, start + BULK_CHUNK).flat();
+      const args = chunkArguments(prepared, start, Math.min(prepared.length, start + BULK_CHUNK));
       const k = this.keys;
       const reply = (await runScript(
         this.client,
