@@ -62,6 +62,15 @@ export interface EventFraming {
 const plainFrame = (event: JobEvent) => ({ event: event.type, data: event });
 
 /**
+ * The most events a stream holds for a client that reads slower than they come, or not at all (a
+ * stalled connection): one more, and what it holds is dropped and the stream ends, saying why in a
+ * comment. The client's EventSource then reconnects with the last id it got and is replayed from this
+ * process's memory or the stores' histories (or told `reset`). Unbounded, one stalled client kept
+ * every job event from then on. Well above a burst (a bulk emits its jobs' events at once).
+ */
+export const MOST_HELD_EVENTS = 100_000;
+
+/**
  * Server-Sent Events of the jobs `matches` picks: `id:` (where the stream stands), `event:` (its
  * type) and `data:` (the event as JSON) lines, a `: keepalive` comment when quiet. A client that
  * reconnects with Last-Event-ID first gets what it missed; if neither this process nor the stores
@@ -80,10 +89,14 @@ export function streamEvents(
     const pending: Array<{ event: JobEvent; position: string | null }> = [];
     let wake: (() => void) | undefined;
     let closed = false;
+    let overrun = false;
     // Subscribed before the replay is read, so nothing falls between the two; ids drop the overlap.
     const unsubscribe = events.subscribe((event, position) => {
-      if (!matches(event)) return;
-      pending.push({ event, position });
+      if (overrun || !matches(event)) return;
+      if (pending.length >= MOST_HELD_EVENTS) {
+        overrun = true;
+        pending.length = 0;
+      } else pending.push({ event, position });
       wake?.();
     });
     stream.onAbort(() => {
@@ -102,7 +115,7 @@ export function streamEvents(
       await stream.writeSSE({ id: formatPoint(point), event: name, data: JSON.stringify(data) });
       if (framing.endsAfter?.(event)) ended = true;
     };
-    const done = () => closed || ended;
+    const done = () => closed || ended || overrun;
 
     /** What this process still holds since `from`; false when the id is another process's or too old. */
     const replayFromMemory = async (from: StreamPoint): Promise<boolean> => {
@@ -162,6 +175,7 @@ export function streamEvents(
         point.id = event.id;
         await write(event, position);
       }
+      if (overrun) await stream.write(`: more than ${MOST_HELD_EVENTS} events waited for this client; reconnect with Last-Event-ID\n\n`);
     } finally {
       unsubscribe();
     }
