@@ -80,6 +80,15 @@ const RespDoorSchema = z.strictObject({
   /** The Redis-protocol listener for qless clients (`switchyard serve --resp-port`); off when null. */
   port: z.number().int().min(0).max(65535).nullable().default(null),
   host: z.string().min(1).default("127.0.0.1"),
+  /**
+   * Redis's `client-output-buffer-limit pubsub` hard limit, and its default: a subscriber with more
+   * bytes than this waiting to be sent is disconnected, not buffered without bound. 0: no limit.
+   */
+  pubsubOutputLimitBytes: z
+    .number()
+    .int()
+    .min(0)
+    .default(32 * 1024 * 1024),
 });
 
 const DoorsSchema = z.strictObject({

@@ -62,7 +62,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let respServer: RunningRespServer | null = null;
   try {
     if (resp.port !== null)
-      respServer = await startRespServer(gateway, { port: resp.port, host: resp.host, logger: options.logger ?? createLogger("warn") });
+      respServer = await startRespServer(gateway, {
+        port: resp.port,
+        host: resp.host,
+        logger: options.logger ?? createLogger("warn"),
+        pubsubOutputLimit: resp.pubsubOutputLimitBytes,
+      });
   } catch (error) {
     server.close();
     await gateway.close();

@@ -28,6 +28,8 @@ export interface RespServerOptions {
   port: number;
   host: string;
   logger: Logger;
+  /** Bytes waiting to be sent past which a subscriber is disconnected (`doors.resp.pubsubOutputLimitBytes`); 0: none. */
+  pubsubOutputLimit: number;
 }
 
 export interface RunningRespServer {
@@ -67,7 +69,7 @@ export async function startRespServer(gateway: Gateway, options: RespServerOptio
 
   const server: Server = createServer((socket) => {
     sockets.add(socket);
-    const connection = new RespConnection(socket, nextClientId++, gateway, scripts, jids, glide, options.logger);
+    const connection = new RespConnection(socket, nextClientId++, gateway, scripts, jids, glide, options);
     socket.on("close", () => {
       sockets.delete(socket);
       connection.closed();
@@ -118,7 +120,7 @@ class RespConnection {
     private readonly scripts: Map<string, QlessDialect>,
     private readonly jids: JidQueues,
     private readonly glide: GlideMqFunctions,
-    private readonly logger: Logger,
+    private readonly options: Pick<RespServerOptions, "logger" | "pubsubOutputLimit">,
   ) {
     const reader = new RequestReader(
       (args) => this.#enqueue(args),
@@ -157,7 +159,7 @@ class RespConnection {
       if (adds) adds.started = true;
       if (!this.#gone) {
         const failed = (error: Error) => {
-          this.logger.error({ err: error.message, command: args[0] }, "resp door: a command failed unexpectedly");
+          this.options.logger.error({ err: error.message, command: args[0] }, "resp door: a command failed unexpectedly");
           return new RespError("ERR internal error; see the gateway's log");
         };
         if (adds && adds.calls.length > 1) {
@@ -498,9 +500,27 @@ class RespConnection {
   #deliver(channel: string, message: string, queue: string | undefined): void {
     const allowed = this.#principal?.queues;
     if (this.#authEnabled && allowed && (queue === undefined || !allowed.some((pattern) => pattern.test(queue)))) return;
+    if (this.#tooFarBehind()) return;
     if (this.#channels.has(channel)) this.#write(new RespPush(["message", channel, message]));
     for (const pattern of this.#patterns)
       if (globMatches(pattern, channel)) this.#write(new RespPush(["pmessage", pattern, channel, message]));
+  }
+
+  /**
+   * A subscriber that does not read (or reads slower than messages come) is disconnected once more
+   * than the limit waits to be sent to it, as Redis does, instead of the gateway holding every message.
+   */
+  #tooFarBehind(): boolean {
+    const limit = this.options.pubsubOutputLimit;
+    if (limit === 0 || this.socket.writableLength <= limit) return false;
+    if (!this.socket.destroyed) {
+      this.options.logger.warn(
+        { client: this.id, waiting: this.socket.writableLength, limit },
+        "resp door: a subscriber too far behind, disconnected",
+      );
+      this.socket.destroy();
+    }
+    return true;
   }
 
   #reset(): void {
