@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { redisUrl } from "./matrix-backends.js";
+import { type StoreName, openStore, redisUrl } from "./matrix-backends.js";
 import { type GatewayProcess, startGatewayProcess } from "./support/gateway-process.js";
 import { SCHEMATHESIS_VERSION, installSchemathesis, runSchemathesis } from "./support/schemathesis.js";
 
@@ -15,14 +15,18 @@ import { SCHEMATHESIS_VERSION, installSchemathesis, runSchemathesis } from "./su
  * gateway on each kind of store the doors treat differently: SQL (Worker Queue's own), glide-mq's
  * and qless's layouts on Redis (database 15, this suite's alone).
  */
-// CI's budget; a longer hunt: SWITCHYARD_FUZZ_SEED=<n> SWITCHYARD_FUZZ_EXAMPLES=100 npx vitest run test/fuzz-openapi.test.ts
+// CI's budget; a longer hunt: SWITCHYARD_FUZZ_SEED=<n> SWITCHYARD_FUZZ_EXAMPLES=100 npx vitest run test/fuzz-openapi.test.ts,
+// and SWITCHYARD_FUZZ_STORES=postgres,mysql,cloudq to fuzz those stores too.
 const SEED = process.env.SWITCHYARD_FUZZ_SEED ?? "20240514";
 const MAX_EXAMPLES = process.env.SWITCHYARD_FUZZ_EXAMPLES ?? "5";
 const dir = mkdtempSync(join(tmpdir(), "switchyard-fuzz-openapi-"));
+const extraStores = (process.env.SWITCHYARD_FUZZ_STORES ?? "").split(",").filter((name) => name !== "") as StoreName[];
+const opened = extraStores.map((name) => openStore(name));
 const STORES = [
   { name: "workerqueue-sql on SQLite", backend: { type: "workerqueue-sql", url: `sqlite:${join(dir, "fuzz.sqlite")}` } },
   { name: "glidemq-valkey on Redis", backend: { type: "glidemq-valkey", url: redisUrl(15) } },
   { name: "qless-redis on Redis", backend: { type: "qless-redis", url: redisUrl(15) } },
+  ...opened.map((store) => ({ name: `${store.spec.type} on ${store.name}`, backend: store.spec })),
 ];
 
 const processes: GatewayProcess[] = [];
@@ -35,6 +39,7 @@ afterAll(async () => {
   for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   await redis.flushdb();
   redis.disconnect();
+  await Promise.all(opened.map((store) => store.dispose()));
   rmSync(dir, { recursive: true, force: true });
 });
 
