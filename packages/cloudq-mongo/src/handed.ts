@@ -1,4 +1,4 @@
-import { dropOldest } from "@switchyard/core";
+import { setNewest } from "@switchyard/core";
 import type { CloudqDocument } from "./document.js";
 import type { Store } from "./store.js";
 
@@ -25,9 +25,7 @@ export function rememberHanded(store: Store, queue: string, id: string, document
     byKey = new Map();
     handed.set(store, byKey);
   }
-  byKey.delete(key(queue, id));
-  byKey.set(key(queue, id), document);
-  dropOldest(byKey, MAX_ENTRIES);
+  setNewest(byKey, key(queue, id), document, MAX_ENTRIES);
 }
 
 /** Replaces the entry of a job this backend handed out (heartbeat, progress); others are not added. */

@@ -16,3 +16,10 @@ export function dropOldest<K, V>(map: Map<K, V>, most: number): void {
     map.delete(key);
   }
 }
+
+/** Sets `key` as the map's newest entry (moved to the end when it was there) and keeps the map within `most`. */
+export function setNewest<K, V>(map: Map<K, V>, key: K, value: V, most: number): void {
+  map.delete(key);
+  map.set(key, value);
+  dropOldest(map, most);
+}

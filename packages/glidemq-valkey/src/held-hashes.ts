@@ -1,4 +1,4 @@
-import { dropOldest } from "@switchyard/core";
+import { setNewest } from "@switchyard/core";
 
 /**
  * The hashes of the jobs this Backend reserved, as its reserve (or a heartbeat since) left them, so
@@ -19,10 +19,8 @@ export class HeldHashes {
   /** Keeps the hash of a job just reserved, or refreshes the copy of one held (a heartbeat's answer). */
   keep(queue: string, id: string, hash: Record<string, string>): void {
     const key = keyOf(queue, id);
-    this.#hashes.delete(key);
-    if (charsOf(hash) > MOST_HASH_CHARS) return;
-    this.#hashes.set(key, hash);
-    dropOldest(this.#hashes, MOST_HASHES);
+    if (charsOf(hash) > MOST_HASH_CHARS) this.#hashes.delete(key);
+    else setNewest(this.#hashes, key, hash, MOST_HASHES);
   }
 
   /** Refreshes the copy only when one is kept (a heartbeat of a job this Backend did not reserve keeps none). */

@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import { ValidationError, dropOldest } from "@switchyard/core";
+import { ValidationError, setNewest } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
 import type { LegacyMaster } from "./wake.js";
 
@@ -152,11 +152,8 @@ function reusePreparedStatements(connection: SqliteConnection): void {
   const prepare = connection.prepare.bind(connection);
   const prepared = new Map<string, unknown>();
   connection.prepare = (sql: string) => {
-    let statement = prepared.get(sql);
-    if (statement === undefined) statement = prepare(sql);
-    else prepared.delete(sql);
-    prepared.set(sql, statement);
-    dropOldest(prepared, MOST_PREPARED);
+    const statement = prepared.get(sql) ?? prepare(sql);
+    setNewest(prepared, sql, statement, MOST_PREPARED);
     return statement;
   };
 }

@@ -1,4 +1,4 @@
-import { dropOldest } from "@switchyard/core";
+import { setNewest } from "@switchyard/core";
 import type { Store } from "./options.js";
 
 /** What this package uses of a better-sqlite3 connection (@types/better-sqlite3 is not a dependency). */
@@ -51,12 +51,9 @@ export class SqliteStatements {
       this.prepared.clear();
       this.preparedOn = connection;
     }
-    let statement = this.prepared.get(sql);
-    if (statement) this.prepared.delete(sql);
-    else statement = connection.prepare(sql);
-    this.prepared.set(sql, statement);
+    const statement = this.prepared.get(sql) ?? connection.prepare(sql);
     // The least recently used goes first: a claim's text grows with its count of rows.
-    dropOldest(this.prepared, MOST_PREPARED);
+    setNewest(this.prepared, sql, statement, MOST_PREPARED);
     return statement;
   }
 

@@ -1,4 +1,4 @@
-import { type Backend, type Job, dropOldest } from "@switchyard/core";
+import { type Backend, type Job, setNewest as setNewestWithin } from "@switchyard/core";
 
 /**
  * What qless keeps in global Redis keys beside the jobs, kept by the gateway for stores that are not
@@ -23,11 +23,9 @@ export function perBackend<T>(maps: WeakMap<Backend, Map<string, T>>, backend: B
   return map;
 }
 
-/** Adds an entry as the newest; beyond `most` the oldest go (core's dropOldest). */
+/** Adds an entry as the newest (core's setNewest), within MOST_ENTRIES unless `most` says otherwise. */
 export function setNewest<T>(map: Map<string, T>, key: string, value: T, most = MOST_ENTRIES): void {
-  map.delete(key);
-  map.set(key, value);
-  dropOldest(map, most);
+  setNewestWithin(map, key, value, most);
 }
 
 /** Takes a job's entry from its old queue's key to its new one (qless's jids are global), as the newest. */

@@ -1,4 +1,4 @@
-import { type Job, dropOldest } from "@switchyard/core";
+import { type Job, setNewest } from "@switchyard/core";
 import type { Access } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { GLIDE_STATE_OF } from "../doors/glidemq-jobs.js";
@@ -85,9 +85,7 @@ export class WorkerLocks {
   note(args: string[]): void {
     const lock = Number(args[7]) || Number(args[2]);
     if (!Number.isInteger(lock) || lock <= 0) return;
-    this.#locks.delete(args[1] as string);
-    this.#locks.set(args[1] as string, lock);
-    dropOldest(this.#locks, REMEMBERED_WORKERS);
+    setNewest(this.#locks, args[1] as string, lock, REMEMBERED_WORKERS);
   }
 
   leaseOf(consumer: string): number {

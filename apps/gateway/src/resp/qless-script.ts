@@ -1,4 +1,4 @@
-import { QlessCommandError, dropOldest, hasQlessCommands, isSwitchyardError, queuesToSearch } from "@switchyard/core";
+import { QlessCommandError, hasQlessCommands, isSwitchyardError, queuesToSearch, setNewest } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
@@ -93,9 +93,7 @@ export class JidQueues {
   constructor(private readonly backends: Map<string, NamedBackend>) {}
 
   remember(jid: string, queue: string): void {
-    this.#queues.delete(jid);
-    this.#queues.set(jid, queue);
-    dropOldest(this.#queues, REMEMBERED_JIDS);
+    setNewest(this.#queues, jid, queue, REMEMBERED_JIDS);
   }
 
   /** Notes the jids and queues of a reply that lists jobs (pop, peek, get, multiget). */
