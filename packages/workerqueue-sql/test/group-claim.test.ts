@@ -4,7 +4,7 @@ import { createWorkerQueueBackend } from "../src/index.js";
 import { resolveStore } from "../src/options.js";
 import { detectLayout } from "../src/schema.js";
 import { completeJob } from "../src/transitions.js";
-import { type RanStatement, rawKnex, recordSqliteStatements, useDialectTable } from "./dialects.js";
+import { type RanStatement, randomTable, rawKnex, recordSqliteStatements, useDialectTable } from "./dialects.js";
 
 /**
  * Group claims: reserves, completions and complete-and-claims issued together go in one statement
@@ -307,6 +307,43 @@ for (const dialect of ["postgres", "sqlite"] as const) {
         const { plan } = await claimPlan(wq, fresh);
         expect(plan).toContain(`${table}_sy_claim_idx`);
         expect(plan).not.toContain(`${table}_sy_job_id_uq`);
+      },
+    );
+
+    it.runIf(dialect === "postgres")(
+      "on a table PostgreSQL has never analyzed (a migration's bulk load), reads the queue in the claim index's order, not every row of it sorted",
+      async () => {
+        const fresh = randomTable("wq_fresh");
+        const wq = createWorkerQueueBackend({ knex: counted, table: fresh });
+        backends.push(wq);
+        try {
+          await wq.ready();
+          const q = queue();
+          // Three priorities, as a real queue has: the highest first, then the oldest.
+          for (let page = 0; page < 10; page++)
+            await wq.enqueueBulk(
+              q,
+              jobs(`page${page}`).map((job, i) => ({ ...job, priority: i % 3 })),
+            );
+          const { plan, reserved } = await claimPlan(wq, q);
+          expect(plan).toContain(`Index Scan using ${fresh}_sy_claim_idx`);
+          // The index that matched the queue and status as well, read whole then sorted, is not made on PostgreSQL.
+          expect(plan).not.toContain(`${fresh}_sy_queue_status_idx`);
+          expect(reserved.map((job) => job.name)).toEqual(["page0-2"]);
+          // A table an earlier version made has it: ready() drops it.
+          await db.raw("create index ?? on ?? (sy_queue, status)", [`${fresh}_sy_queue_status_idx`, fresh]);
+          const later = createWorkerQueueBackend({ knex: counted, table: fresh });
+          backends.push(later);
+          await later.ready();
+          const indexes = await db.raw("select indexname from pg_indexes where tablename = ?", [fresh]);
+          expect(indexes.rows.map((row: { indexname: string }) => row.indexname)).toEqual(
+            expect.arrayContaining([`${fresh}_sy_claim_idx`, `${fresh}_status_locked_idx`]),
+          );
+          expect(indexes.rows.map((row: { indexname: string }) => row.indexname)).not.toContain(`${fresh}_sy_queue_status_idx`);
+        } finally {
+          await db.schema.dropTableIfExists(fresh);
+          await db.schema.dropTableIfExists(`${fresh}_paused_queues`);
+        }
       },
     );
 
