@@ -1,4 +1,5 @@
 import { BackendUnavailableError, ValidationError, isConnectionError, isSwitchyardError } from "@switchyard/core";
+import { isStalePreparedPlan } from "./postgres-prepared.js";
 
 interface DriverError {
   code?: string;
@@ -22,7 +23,10 @@ function isRefusedValue(error: unknown): boolean {
   return (typeof e?.code === "string" && /^22[0-9A-Z]{3}$/.test(e.code)) || [1406, 1264, 1366, 1265].includes(e?.errno ?? 0);
 }
 
-/** Lock contention the database asks us to retry: deadlock, lock timeout, a busy SQLite file. */
+/**
+ * What the database asks us to retry: lock contention (deadlock, lock timeout, a busy SQLite file),
+ * and a prepared statement whose table changed its columns (dropped then, postgres-prepared.ts).
+ */
 function isTransient(error: unknown): boolean {
   const e = error as DriverError;
   return (
@@ -32,7 +36,8 @@ function isTransient(error: unknown): boolean {
     e?.errno === 1205 ||
     e?.code === "SQLITE_BUSY" ||
     e?.code === "SQLITE_BUSY_SNAPSHOT" ||
-    e?.code === "SQLITE_LOCKED"
+    e?.code === "SQLITE_LOCKED" ||
+    isStalePreparedPlan(error)
   );
 }
 

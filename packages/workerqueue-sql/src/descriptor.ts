@@ -20,6 +20,7 @@ export const workerQueueAdapter = defineAdapter({
     defaultQueue: z.string().min(1).optional(),
     createSchema: z.boolean().optional(),
     sqliteSynchronous: z.enum(["normal", "full"]).optional(),
+    preparedStatements: z.boolean().optional(),
     wakeMasters: z
       .array(
         z.string().refine((text) => {

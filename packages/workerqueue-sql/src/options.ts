@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { ValidationError, setNewest } from "@switchyard/core";
 import knexFactory, { type Knex } from "knex";
+import { type PgClient, prepareRepeatedStatements } from "./postgres-prepared.js";
 import type { LegacyMaster } from "./wake.js";
 
 export type DataFormat = "json" | "yaml";
@@ -27,6 +28,13 @@ export interface WorkerQueueBackendOptions {
    * the disk first (a worker's reserve-and-complete cycle over HTTP about 30% slower here).
    */
   sqliteSynchronous?: SqliteSynchronous;
+  /**
+   * PostgreSQL connections opened from `url`: send a statement text run before as a named (prepared)
+   * statement, parsed and planned once per connection (postgres-prepared.ts); default true. Turn it
+   * off behind a pooler that hands a session's statements to other server connections (PgBouncer in
+   * transaction mode before 1.21).
+   */
+  preparedStatements?: boolean;
   /**
    * Legacy masters to wake with a UDP datagram after each committed enqueue and each release of due
    * delayed jobs: `host:port` or `workq://host[:port]` (workqd, default port 4488),
@@ -93,7 +101,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     knex = options.knex;
     ownsKnex = false;
   } else if (options.url) {
-    knex = knexFromUrl(options.url, options.sqliteSynchronous);
+    knex = knexFromUrl(options.url, { sqliteSynchronous: options.sqliteSynchronous, preparedStatements: options.preparedStatements });
     ownsKnex = true;
   } else {
     throw new ValidationError("workerqueue-sql: give either `url` or `knex`");
@@ -159,7 +167,13 @@ function reusePreparedStatements(connection: SqliteConnection): void {
 }
 
 /** Creates a knex instance for a URL; drivers are loaded by knex lazily, so only the one used must be installed. */
-export function knexFromUrl(url: string, sqliteSynchronous: SqliteSynchronous = "normal"): Knex {
+export function knexFromUrl(
+  url: string,
+  {
+    sqliteSynchronous = "normal",
+    preparedStatements = true,
+  }: Pick<WorkerQueueBackendOptions, "sqliteSynchronous" | "preparedStatements"> = {},
+): Knex {
   if (url.startsWith("sqlite:")) {
     requireDriver("better-sqlite3", url);
     const filename = url.slice("sqlite:".length).replace(/^\/\//, "") || ":memory:";
@@ -181,7 +195,18 @@ export function knexFromUrl(url: string, sqliteSynchronous: SqliteSynchronous = 
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
     requireDriver("pg", url);
-    return knexFactory({ client: "pg", connection: url, pool: { min: 0, max: 10 } });
+    return knexFactory({
+      client: "pg",
+      connection: url,
+      pool: {
+        min: 0,
+        max: 10,
+        afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
+          if (preparedStatements) prepareRepeatedStatements(connection);
+          done(null, connection);
+        },
+      },
+    });
   }
   if (/^(mysql|mariadb):\/\//.test(url)) {
     requireDriver("mysql2", url);

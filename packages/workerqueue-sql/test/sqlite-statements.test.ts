@@ -30,7 +30,7 @@ describe("workerqueue-sql on SQLite: prepared statements and commits", () => {
     };
     // SQLite's codes: 1 NORMAL, 2 FULL.
     expect(await pragmas(knex)).toEqual(["wal", 1]);
-    const full = knexFromUrl(`sqlite:${join(dir, "full.sqlite")}`, "full");
+    const full = knexFromUrl(`sqlite:${join(dir, "full.sqlite")}`, { sqliteSynchronous: "full" });
     try {
       expect(await pragmas(full)).toEqual(["wal", 2]);
     } finally {
