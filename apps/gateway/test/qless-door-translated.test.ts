@@ -239,6 +239,24 @@ describe("qless door: translated commands answer as qless's own script", () => {
     expect(seen).toEqual({ tied: ["<tb>", "<ta>"], ranked: ["<ta>", "<tb>"] });
   });
 
+  it("tag top counts as qless's counter does: a tag added to a job holding it counts again, one removed from a job without it counts down", async () => {
+    const seen = await sameOnBoth(async (r) => {
+      const [a, b] = [r.jid("da"), r.jid("db")];
+      const top = async () => ((await r.qless("tag", ["top", 0, 10_000])).body.reply as string[]).filter((tag) => [a, b].includes(tag));
+      await put(r, "one", "K", {}, "tags", JSON.stringify([a]));
+      await put(r, "two", "K", {}, "tags", JSON.stringify([b]));
+      const once = await top();
+      const added = (await r.qless("tag", ["add", r.jid("one"), a])).body.reply;
+      const again = await top();
+      const removed = (await r.qless("tag", ["remove", r.jid("two"), a])).body.reply;
+      const down = await top();
+      await r.qless("tag", ["add", r.jid("two"), b, b]);
+      const twice = await top();
+      return { once, added, again, removed, down, twice };
+    });
+    expect(seen).toEqual({ once: [], added: ["<da>"], again: ["<da>"], removed: ["<db>"], down: [], twice: ["<db>"] });
+  });
+
   it("jobs lists running, scheduled, depends and recurring jids as qless does, and refuses an unknown type the same way", async () => {
     const seen = await sameOnBoth(async (r) => {
       await put(r, "running", "K", {});

@@ -34,7 +34,6 @@ const NOT_ON_SQLITE: Record<string, string> = {
   // qless's own quirks, which the store's state does not carry.
   "05-scheduled-promotion.json": "a promoted job pops in the order qless's promotion scores it (by the pop's now), here by due time",
   "14-priority.json": "priority resets qless's work score, dropping its put-time order",
-  "16-tags.json": "tag top counts qless's tag counter, which counts every add and remove, not the jobs holding the tag",
   "19-workers.json": "jobs put in the same second pop in reverse jid order in qless",
   "29-completed-pruning.json": "jobs put in the same second pop in reverse jid order in qless",
 };

@@ -7,6 +7,7 @@ import {
   QlessPromotions,
   QlessQueues,
   QlessRuns,
+  QlessTagDrift,
   QlessTimeouts,
   QlessTracked,
   QlessWorkers,
@@ -50,6 +51,7 @@ export class QlessSettings {
   readonly promotions = new QlessPromotions();
   readonly history = new QlessHistory();
   readonly stats = new QlessStats();
+  readonly tagDrift = new QlessTagDrift();
   /** qless's pub/sub: what the translated commands publish (qless-channels.ts). */
   readonly channels = new QlessChannels(this.tracked);
 

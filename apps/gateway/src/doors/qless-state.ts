@@ -169,6 +169,37 @@ export class QlessPromotions {
   }
 }
 
+/**
+ * qless's `ql:tags` counts every `tag add` and `tag remove`, not the jobs holding a tag: adding a tag
+ * a job already has counts it again, and removing one it lacks counts down (a put, a cancel and an
+ * expired job move the count as the jobs holding the tag move). `tag top` on a core store counts the
+ * jobs holding each tag and adds what those two commands counted beyond it, kept here per tag.
+ */
+export class QlessTagDrift {
+  readonly #drift = new WeakMap<Backend, Map<string, number>>();
+
+  /** A `tag add` or `tag remove` of `given` on a job holding `held`; answers the job's tags after it. */
+  tagged(backend: Backend, action: "add" | "remove", held: readonly string[], given: readonly string[]): string[] {
+    const tags = [...held];
+    const drift = perBackend(this.#drift, backend);
+    for (const tag of given) {
+      const index = tags.indexOf(tag);
+      if (action === "add" ? index < 0 : index >= 0) {
+        if (action === "add") tags.push(tag);
+        else tags.splice(index, 1);
+      } else {
+        setNewest(drift, tag, (drift.get(tag) ?? 0) + (action === "add" ? 1 : -1));
+      }
+    }
+    return tags;
+  }
+
+  /** What `tag add` and `tag remove` counted beyond the jobs holding each tag. */
+  of(backend: Backend): ReadonlyMap<string, number> {
+    return this.#drift.get(backend) ?? new Map();
+  }
+}
+
 /** A qless failure record, as job.lua writes the job's `failure` field. */
 export interface QlessFailure {
   group: string;

@@ -277,17 +277,13 @@ const JOB_COMMANDS: Record<string, Handler> = {
     // Redis truncates qless's Lua number to an integer reply.
     return priority;
   },
-  async tag(backend, queue, args) {
+  async tag(backend, queue, args, settings) {
     const [action, ...rest] = args.map(String);
     if (action === "add" || action === "remove") {
       const jid = required("tag", "Tag", rest, 0, "jid");
       const job = await existing(backend.get(queue, jid), "Tag", jid);
-      const given = rest.slice(1);
-      const tags =
-        action === "add"
-          ? [...job.tags, ...given.filter((tag) => !job.tags.includes(tag))]
-          : job.tags.filter((tag) => !given.includes(tag));
-      const tagged = await editable(backend, queue, `tag ${action}`).setTags(queue, jid, [...new Set(tags)]);
+      const tags = settings.tagDrift.tagged(backend, action, [...new Set(job.tags)], rest.slice(1));
+      const tagged = await editable(backend, queue, `tag ${action}`).setTags(queue, jid, tags);
       return luaList(tagged.tags);
     }
     if (action === "get") {
@@ -298,12 +294,13 @@ const JOB_COMMANDS: Record<string, Handler> = {
     }
     if (action === "top") {
       const [offset, count] = page("tag", "Tag", rest[0], rest[1]);
-      const uses = new Map<string, number>();
+      const uses = new Map<string, number>(settings.tagDrift.of(backend));
       for (const job of await jobsOfBackend(backend)) for (const tag of job.tags) uses.set(tag, (uses.get(tag) ?? 0) + 1);
-      // qless lists the tags of two jobs or more, most used first (ZREVRANGEBYSCORE: ties in reverse order).
+      // qless lists the tags counted twice or more, most first (ZREVRANGEBYSCORE: ties in reverse order).
       const top = [...uses].filter(([, n]) => n >= 2).sort((a, b) => b[1] - a[1] || memberOrder(b[0], a[0]));
       return luaList(top.slice(offset, offset + count).map(([tag]) => tag));
     }
+    if (action === undefined) throw qlessError("tag", 'Tag(): Arg "command" must be "add", "remove", "get" or "top"');
     throw qlessError("tag", 'Tag(): First argument must be "add", "remove" or "get"');
   },
   async jobs(backend, queue, args, settings) {
