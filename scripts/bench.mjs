@@ -2,7 +2,8 @@
 // `npm run bench`: starts the throwaway servers as `npm test` does, runs bench/run.ts against them,
 // and stops them. Extra arguments pick stores (`npm run bench -- sqlite glidemq`); `npm run bench --
 // migrate` runs bench/migrate.ts instead (pairs as `sqlite>postgres`), `npm run bench -- resp` bench/resp.ts,
-// `npm run bench -- bounded` bench/bounded.ts, `npm run bench -- pg-claims` bench/pg-claims.ts.
+// `npm run bench -- bounded` bench/bounded.ts, `npm run bench -- pg-claims` bench/pg-claims.ts,
+// `npm run bench -- many-queues` bench/many-queues.ts.
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { startServices } from "./services.mjs";
@@ -14,6 +15,7 @@ const SCRIPTS = {
   resp: "bench/resp.ts",
   bounded: "bench/bounded.ts",
   "pg-claims": "bench/pg-claims.ts",
+  "many-queues": "bench/many-queues.ts",
 };
 const [script, args] = SCRIPTS[first] ? [SCRIPTS[first], rest] : ["bench/run.ts", process.argv.slice(2)];
 const bench = spawn("npx", ["tsx", "--conditions=@switchyard/source", script, ...args], {

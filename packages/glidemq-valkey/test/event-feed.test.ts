@@ -1,0 +1,64 @@
+import { randomUUID } from "node:crypto";
+import { type StoreEvent, hasEventFeed } from "@switchyard/core";
+import { Redis } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
+import { createGlideMqBackend } from "../src/index.js";
+import { removeQueues } from "./support/cleanup.js";
+
+/**
+ * The job event feed read from glide-mq's events streams: one blocking XREAD names every queue's
+ * stream, so under a stream of events (each enqueue writes one) it reads at most once per 20 ms
+ * rather than once per event, and still tells every event. Reads are counted at the driver (this
+ * file runs in a process of its own).
+ */
+const url = `${serviceUrl("redis")}/15`;
+const redis = new Redis(url);
+const used = new Set<string>();
+const queue = (tag: string) => {
+  const name = `feed-${tag}-${randomUUID().slice(0, 8)}`;
+  used.add(name);
+  return name;
+};
+const backend = createGlideMqBackend({ url });
+afterAll(async () => {
+  await backend.close();
+  await removeQueues(redis, used);
+  await redis.quit();
+});
+
+let blockingReads = 0;
+const xread = Redis.prototype.xread;
+Redis.prototype.xread = function (this: Redis, ...args: unknown[]) {
+  if (args.includes("BLOCK")) blockingReads++;
+  return (xread as (...args: unknown[]) => unknown).apply(this, args);
+} as typeof xread;
+
+describe("glidemq-valkey: job event feed", () => {
+  it("under a stream of enqueues over 50 queues' streams reads at most once per 20 ms, and tells every enqueue", async () => {
+    if (!hasEventFeed(backend)) throw new Error("glidemq-valkey has an event feed");
+    await backend.ready();
+    for (let i = 0; i < 50; i++) await backend.enqueue(queue("other"), { name: "idle", data: {} });
+    const busy = queue("busy");
+    const told: StoreEvent[] = [];
+    const watch = backend.watchEvents((event) => told.push(event));
+    try {
+      watch.include?.(busy);
+      // The first round finds the 50 streams (a SCAN): reads are counted from the first enqueue on.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const readsBefore = blockingReads;
+      const started = Date.now();
+      const ids: string[] = [];
+      for (let i = 0; i < 300; i++) ids.push((await backend.enqueue(busy, { name: "busy", data: { i } })).job.id);
+      const deadline = Date.now() + 5_000;
+      const toldOfBusy = () => told.filter((event) => event.queue === busy && event.type === "enqueued").map((event) => event.jobId);
+      while (toldOfBusy().length < ids.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      const elapsed = Date.now() - started;
+      expect(new Set(toldOfBusy())).toEqual(new Set(ids));
+      // One read per 20 ms, plus the read in flight at each end.
+      expect(blockingReads - readsBefore).toBeLessThanOrEqual(Math.ceil(elapsed / 20) + 2);
+    } finally {
+      await watch.close();
+    }
+  });
+});
