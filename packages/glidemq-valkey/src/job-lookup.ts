@@ -53,7 +53,13 @@ export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string
   /** Queues looked in last time, which bounds how many ids the next call takes (MAX_GROUP_KEYS). */
   let lastQueueCount = 1;
 
-  const knownQueues = async (client: RedisClient): Promise<string[]> => {
+  /**
+   * The queues to look in, in name order, with each one's job-key prefix: made again only when a scan
+   * or a queue this backend uses changes them, not for every call (with hundreds of queues, building
+   * every queue's keys and sorting the names took most of a call's CPU).
+   */
+  let known: { from: string[]; used: number; queues: string[]; jobPrefixes: string[] } | null = null;
+  const knownQueues = async (client: RedisClient) => {
     if (scanned === null || Date.now() - scanned.at > QUEUE_NAMES_TTL_MS) {
       const names = queueNames(client, prefix);
       scanned = { at: Date.now(), names };
@@ -62,20 +68,24 @@ export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string
         scanned = null;
       });
     }
-    return [...new Set([...(await scanned.names), ...used])].sort();
+    const names = await scanned.names;
+    if (known?.from !== names || known.used !== used.size) {
+      const queues = [...new Set([...names, ...used])].sort();
+      known = { from: names, used: used.size, queues, jobPrefixes: queues.map((queue) => keysOf(queue).job("")) };
+    }
+    return known;
   };
 
   /** For each id, the queues (in name order) whose hash of that id exists. */
   const holdingEach = async (ids: string[]): Promise<string[][]> => {
     const client = await ready();
-    const queues = await knownQueues(client);
+    const { queues, jobPrefixes } = await knownQueues(client);
     lastQueueCount = queues.length;
-    const queueKeySets = queues.map(keysOf);
     const held = isCluster(client)
-      ? (await Promise.all(ids.flatMap((id) => queueKeySets.map((keys) => client.exists(keys.job(id)))))).flatMap((exists, i) =>
+      ? (await Promise.all(ids.flatMap((id) => jobPrefixes.map((jobPrefix) => client.exists(jobPrefix + id))))).flatMap((exists, i) =>
           exists === 1 ? [i + 1] : [],
         )
-      : ((await runLuaScript(client, EXISTING_JOBS, [], [queues.length, ...queueKeySets.map((keys) => keys.job("")), ...ids])) as number[]);
+      : ((await runLuaScript(client, EXISTING_JOBS, [], [queues.length, ...jobPrefixes, ...ids])) as number[]);
     const answers = ids.map((): string[] => []);
     // Positions run in key order: id by id, each id's queues in name order.
     for (const position of held) {
