@@ -177,8 +177,9 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
             "BLOCK",
             BLOCK_MS,
             "STREAMS",
+            // Both maps hold the queues in the order follow() added them.
             ...queueOfKey.keys(),
-            ...[...queueOfKey.values()].map((queue) => after.get(queue) as string),
+            ...after.values(),
           )) as StreamReply;
           deliver(reply);
           if (reply !== null) await pause(ROUND_GAP_MS, signal);
