@@ -22,6 +22,7 @@ import { cpus } from "node:os";
 import { completeAndReserve } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { GlideProducer, GlideWorker, createGlideMqBackend, loadScripts, queueKeys } from "../packages/glidemq-valkey/src/index.js";
+import { redisCpuMicros } from "./harness.js";
 
 const url = process.env.BENCH_REDIS_URL ?? "redis://127.0.0.1:6379";
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -280,10 +281,7 @@ const glideCases = (): Case[] =>
 
 /** Redis's CPU µs, script calls and commands per job while `body` handles `n` jobs. */
 async function redisCost(n: number, body: () => Promise<void>): Promise<{ cpu: number; scripts: number; commands: number }> {
-  const cpu = async () => {
-    const info = await redis.info("cpu");
-    return (Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1]) + Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1])) * 1e6;
-  };
+  const cpu = () => redisCpuMicros(redis);
   await redis.config("RESETSTAT");
   const before = await cpu();
   await body();

@@ -7,14 +7,10 @@
  * every queue, so both grow with the number of queues. BENCH_ROUNDS rounds (default 2) of
  * BENCH_REQUESTS requests (default 4,000) each, after 1,000 of each kind. Never part of `npm test`.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
-import { cpus, loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { cpus, loadavg } from "node:os";
 import { Redis } from "ioredis";
-import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
 import { serviceUrl } from "../test/support/services.js";
+import { http, processCpuMicros, redisCpuMicros, startGateway } from "./harness.js";
 
 const OTHER_QUEUES = Number(process.env.BENCH_OTHER_QUEUES ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -23,50 +19,10 @@ const IN_FLIGHT = 50;
 /** The bench's own Redis database, flushed before and after. */
 const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/14`;
 
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-function post(base: string, path: string, body: unknown): Promise<void> {
-  const { hostname, port } = new URL(base);
-  const payload = JSON.stringify(body);
-  const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(payload) };
-  return new Promise((resolve, reject) => {
-    const req = request({ host: hostname, port, path, method: "POST", agent, headers }, (res) => {
-      res.resume();
-      res.on("end", () => ((res.statusCode ?? 500) >= 300 ? reject(new Error(`${path}: ${res.statusCode}`)) : resolve()));
-    });
-    req.on("error", reject);
-    req.end(payload);
-  });
-}
-
 const admin = new Redis(redisUrl);
 await admin.flushdb();
-const config = join(mkdtempSync(join(tmpdir(), "switchyard-bench-")), "config.json");
-writeFileSync(config, JSON.stringify({ backends: { main: { type: "glidemq-valkey", url: redisUrl } } }));
-const gateway = spawn(
-  process.execPath,
-  [...CLI_FROM_SOURCE, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"],
-  {
-    stdio: ["ignore", "pipe", "inherit"],
-  },
-);
-let out = "";
-gateway.stdout.on("data", (chunk) => {
-  out += chunk;
-});
-const listening = () => /listening on (http:\/\/\S+)/.exec(out)?.[1];
-while (!listening()) await new Promise((resolve) => setTimeout(resolve, 50));
-const url = listening() as string;
-
-/** CPU time of the gateway process, and of Redis, in µs. */
-const gatewayCpu = () => {
-  const fields = readFileSync(`/proc/${gateway.pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10_000; // utime + stime, in 100 Hz ticks
-};
-const redisCpu = async () => {
-  const info = await admin.info("cpu");
-  const seconds = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
-  return (seconds("used_cpu_user") + seconds("used_cpu_sys")) * 1e6;
-};
+const gateway = await startGateway({ type: "glidemq-valkey", url: redisUrl });
+const { pid } = gateway;
 
 const queue = `busy-${Date.now().toString(36)}`;
 type Kind = "/v1 enqueue" | "/qless put";
@@ -81,29 +37,28 @@ async function drive(kind: Kind, n: number): Promise<number> {
   const started = performance.now();
   await Promise.all(
     Array.from({ length: IN_FLIGHT }, async () => {
-      for (; left > 0; left--) await post(url, ...requestOf[kind](sent++));
+      while (left-- > 0) await http(gateway, "POST", ...requestOf[kind](sent++));
     }),
   );
   return (n / (performance.now() - started)) * 1000;
 }
 
-for (let k = 0; k < OTHER_QUEUES; k++) await post(url, `/v1/queues/other-${k}/jobs`, { name: "idle", data: {} });
+for (let k = 0; k < OTHER_QUEUES; k++) await http(gateway, "POST", `/v1/queues/other-${k}/jobs`, { name: "idle", data: {} });
 for (const kind of Object.keys(requestOf) as Kind[]) await drive(kind, 1_000);
 const rows: Array<{ kind: Kind; rate: number; gatewayUs: number; redisUs: number }> = [];
 for (let round = 0; round < ROUNDS; round++) {
   for (const kind of Object.keys(requestOf) as Kind[]) {
-    const [gateway0, redis0] = [gatewayCpu(), await redisCpu()];
+    const [gateway0, redis0] = [processCpuMicros(pid), await redisCpuMicros(admin)];
     const rate = await drive(kind, REQUESTS);
     rows.push({
       kind,
       rate: Math.round(rate),
-      gatewayUs: Math.round((gatewayCpu() - gateway0) / REQUESTS),
-      redisUs: Math.round(((await redisCpu()) - redis0) / REQUESTS),
+      gatewayUs: Math.round((processCpuMicros(pid) - gateway0) / REQUESTS),
+      redisUs: Math.round(((await redisCpuMicros(admin)) - redis0) / REQUESTS),
     });
   }
 }
-gateway.kill("SIGTERM");
-await new Promise((resolve) => gateway.on("exit", resolve));
+gateway.stop();
 await admin.flushdb();
 admin.disconnect();
 

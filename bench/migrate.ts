@@ -22,6 +22,7 @@ import { type Backend, type Job, forEachPage, migrateQueue } from "@switchyard/c
 import { Redis } from "ioredis";
 import { type BackendSpecInput, type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
+import { redisCpuMicros } from "./harness.js";
 import { rawCopyGlideToQless } from "./raw-copy.js";
 
 const MILLION = process.argv.includes("--million");
@@ -103,9 +104,7 @@ const rate = (jobs: number, ms: number) => Math.round((jobs / ms) * 1000);
 async function redisCpuSeconds(): Promise<number> {
   const redis = new Redis(serviceUrl("redis"));
   try {
-    const info = await redis.info("cpu");
-    const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
-    return field("used_cpu_user") + field("used_cpu_sys");
+    return (await redisCpuMicros(redis)) / 1e6;
   } finally {
     redis.disconnect();
   }

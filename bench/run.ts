@@ -19,18 +19,15 @@
  *   npm run bench -- --quick            # one run of fewer jobs per figure (a look, not a measurement)
  *   npm run bench -- --json             # the rows as JSON lines after the table
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
 import { type Backend, type EnqueueInput, type Job, completeAndReserve } from "@switchyard/core";
 import { Redis } from "ioredis";
 import knexFactory from "knex";
 import { MongoClient } from "mongodb";
-import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
 import { serviceUrl } from "../test/support/services.js";
+import { http, startGateway, startProcess } from "./harness.js";
 
 const QUICK = process.argv.includes("--quick");
 const JSON_OUTPUT = process.argv.includes("--json");
@@ -237,60 +234,6 @@ interface Row {
 interface RunResult {
   rate: number;
   latencies?: number[];
-}
-
-/** A server in a process of its own, as the gateway runs in production; resolves once it listens. */
-async function startProcess(args: string[]): Promise<{ url: string; stop: () => void }> {
-  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout.on("data", (chunk) => {
-    out += chunk;
-  });
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-    if (url) return { url, stop: () => child.kill("SIGTERM") };
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${args.join(" ")} did not start: ${out}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** `switchyard serve` on the store under test. */
-function startGateway(spec: unknown) {
-  const config = join(mkdtempSync(join(tmpdir(), "switchyard-bench-")), "config.json");
-  // A minute per backend call: a slow store (Cloudq's reserve on FerretDB under 10 racers) is measured, not refused.
-  writeFileSync(config, JSON.stringify({ backends: { main: { ...(spec as object), timeoutMs: 60_000 } } }));
-  return startProcess([...CLI_FROM_SOURCE, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"]);
-}
-
-// Node's http client with keep-alive: fetch (undici) would add ~0.4 ms of its own to every request.
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-/** One JSON request over a kept-alive connection; its parsed answer. */
-function http(server: { url: string }, method: string, path: string, body?: unknown): Promise<{ jobs?: Job[]; job?: Job; next?: Job[] }> {
-  const { hostname, port } = new URL(server.url);
-  const payload = body === undefined ? "" : JSON.stringify(body);
-  const headers = { "content-type": "application/json", "content-length": Buffer.byteLength(payload) };
-  return new Promise((resolve, reject) => {
-    const req = request({ host: hostname, port, path, method, agent, headers }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk) => {
-        text += chunk;
-      });
-      res.on("end", () => {
-        if ((res.statusCode ?? 500) >= 300) reject(new Error(`${method} ${path}: ${res.statusCode} ${text}`));
-        else resolve(JSON.parse(text));
-      });
-    });
-    req.on("error", (error: NodeJS.ErrnoException) => {
-      // A kept-alive socket that the server closed (idle) just as this request went out on it: sent
-      // again on a new one, as Node's documentation advises; the server had not read it.
-      if (req.reusedSocket && error.code === "ECONNRESET") http(server, method, path, body).then(resolve, reject);
-      else reject(error);
-    });
-    req.end(payload);
-  });
 }
 
 /**
