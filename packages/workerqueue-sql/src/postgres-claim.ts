@@ -8,8 +8,6 @@ import {
   INDEX_ORDER,
   ORDER,
   byClaimOrder,
-  dueCondition,
-  expiredCondition,
   newLock,
   queueCondition,
   queueSpellings,
@@ -79,6 +77,41 @@ export function takeGroup(waiting: readonly ClaimItem[]): number {
 }
 
 /**
+ * The locked reads' conditions hide every value from the planner: the queue and the clock come from
+ * the statement's `given` row, the statuses and locks (this package's constants) as `unseen()`
+ * sub-selects, all read as the statement runs; none of them tests a column by its statistics'
+ * fraction of nulls. The planner then plans for a queue, status and lock of typical size, where the
+ * claim index (which matches queue and status, in claim order, and stops at the LIMIT) is the
+ * cheapest read by its own estimates, whatever the statistics say. Given the values, it estimated a
+ * queue the statistics do not know (a new one, in a table not analyzed since it came) or a status
+ * they saw rare (held jobs) at one row, and read it through workq's (status, locked_queue_id) index:
+ * every job of that status in every queue, sorted, at every claim (11 ms a claim with 10,000 jobs
+ * pending), or the whole table. And with no value to plan by, PostgreSQL keeps one plan for the
+ * statement instead of planning every run again (2 to 4 ms a run, more than running it).
+ * whereLeaseExpired() and whereDue() (where.ts) are the rules these spell.
+ */
+function claimIndexLead(spelling: Condition, status: string): string {
+  // Legacy rows without a queue: `is null` has no value to hide.
+  const queue = spelling.bindings.length === 0 ? spelling.sql : "sy_queue = (select queue from given)";
+  return `${queue} and status = ${unseen(status)}`;
+}
+
+const EXPIRED_SQL = "sy_lease_until < (select now from given)";
+
+function dueSql(store: Store): string {
+  const due = `locked_queue_id in (${[UNLOCKED, ...DELAYED_LOCKS].map(unseen).join(", ")})
+      and (sy_run_at is null or sy_run_at <= (select now from given))`;
+  if (!store.layout.rjqueueLocked) return due;
+  return `${due} and (locked = false or locked is null or locked_queue_id in (${DELAYED_LOCKS.map(literal).join(", ")}))`;
+}
+
+/** One of this package's constants as a value the planner does not see. */
+const unseen = (value: string) => `(select ${literal(value)}::text)`;
+
+/** One of this package's constants as an SQL string literal. */
+const literal = (value: string) => `'${value.replaceAll("'", "''")}'`;
+
+/**
  * The group as one statement. The completions are one UPDATE (`done`, completedSet() below) over
  * their jobs, each found as complete()'s guarded UPDATE finds it; the callers whose claim goes
  * ahead (reserves, and completions that changed their row) are `live`, each with its slot in the
@@ -94,6 +127,10 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
   const ctes: string[] = [];
   const bindings: Knex.RawBinding[] = [];
   const completing = items.some((item) => item.complete);
+  // What is due or expired is judged at the earliest clock of the group: no caller gets a job early by its own.
+  const now = Math.min(...items.map((item) => item.request.now));
+  ctes.push("given (queue, now) as (select ?::text, ?::bigint)");
+  bindings.push(queue, now);
   if (completing) {
     const done = completedSet(store, queue, items);
     ctes.push(...done.ctes);
@@ -116,23 +153,19 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
   const liveIf = completing ? " where k not in (select k from completion) or k in (select sy_claim_k from done)" : "";
   ctes.push(`live as (select *, sum(cnt) over (order by k) - cnt as before from req${liveIf})`);
 
-  // What is due or expired is judged at the earliest clock of the group: no caller gets a job early by its own.
-  const now = Math.min(...items.map((item) => item.request.now));
   const wanted = "(select coalesce(sum(cnt), 0) from live)";
   const notDone = completing ? " and id not in (select id from done)" : "";
   // Each list is read as locked reads that the claim index answers in its own order, so that no read
   // sorts or filters a whole queue: one per queue spelling (queueSpellings) and, for expired leases,
-  // per held status, since given `status in (...)` PostgreSQL may read a queue its statistics do not
-  // know yet (a new one, in a table too large to be analyzed again soon) by another index, every row.
+  // per held status, since given `status in (...)` PostgreSQL may read a queue by another index.
   const spellings = queueSpellings(store, queue);
-  const lockedReads = (name: string, conditions: Condition[], limit: string) => {
-    const reads = conditions.flatMap((condition) =>
+  const lockedReads = (name: string, lists: Array<[status: string, condition: string]>, limit: string) => {
+    const reads = lists.flatMap(([status, condition]) =>
       spellings.map((spelling) => {
         const read = `${name}_${ctes.length}`;
-        bindings.push(...spelling.bindings, ...condition.bindings, queue);
         ctes.push(`${read} as materialized (select id, sy_priority from ${table}
-    where ${spelling.sql} and ${condition.sql}
-      and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)${notDone}
+    where ${claimIndexLead(spelling, status)} and ${condition}
+      and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = (select queue from given))${notDone}
     ${INDEX_ORDER} limit ${limit} for update skip locked)`);
         return `select * from ${read}`;
       }),
@@ -141,10 +174,10 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
   };
   lockedReads(
     "expired",
-    ACTIVE_STATUSES.map((status) => expiredCondition(now, [status])),
+    ACTIVE_STATUSES.map((status) => [status, EXPIRED_SQL]),
     wanted,
   );
-  lockedReads("due", [dueCondition(store, now)], `greatest(0, ${wanted} - (select count(*) from expired))`);
+  lockedReads("due", [[STATUS.pending, dueSql(store)]], `greatest(0, ${wanted} - (select count(*) from expired))`);
   ctes.push(`picked as (select id, tier, row_number() over (order by tier, sy_priority desc, id) as n
     from (select id, sy_priority, 0 as tier from expired union all select id, sy_priority, 1 as tier from due) as candidates)`);
   ctes.push(
@@ -153,12 +186,11 @@ async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Prom
 
   // claimSet() of a single claim (claim.ts), each caller's values from its `dealt` row.
   const rjqueue = store.layout.rjqueueLocked ? ", locked = true" : "";
-  ctes.push(`claimed as (update ${table} set status = ?, locked_queue_id = dealt.lock, attempts = coalesce(${table}.attempts, 0) + 1,
+  ctes.push(`claimed as (update ${table} set status = ${literal(STATUS.processing)}, locked_queue_id = dealt.lock, attempts = coalesce(${table}.attempts, 0) + 1,
       updated_at = dealt.updated, sy_worker = dealt.worker, sy_lease_until = dealt.lease_until, sy_started_ms = dealt.started,
       sy_run_at = null${rjqueue}
     from dealt where ${table}.id = dealt.id and ${table}.id = any(array(select id from picked))
     returning ${table}.*, dealt.k as sy_claim_k, dealt.tier as sy_claim_tier)`);
-  bindings.push(STATUS.processing);
 
   const answer = completing ? "select done.*, -1 as sy_claim_tier from done union all select * from claimed" : "select * from claimed";
   const result = await store.knex.raw(`with ${ctes.join(",\n")} ${answer}`, bindings);
@@ -196,9 +228,13 @@ function completedSet(store: Store, queue: string, items: ClaimItem[]): { ctes: 
     `(select case when ${rowQueue.sql.replaceAll("sy_queue", "t.sy_queue")} then t.id end from ${table} t where t.id = c.row_id and t.sy_job_id is null)`,
   );
   queueBindings.push(...rowQueue.bindings);
+  // The rows are found by primary key (`id = any(...)`), and the status is tested as an expression no
+  // index answers: given `status in (...)` PostgreSQL joined the completions to every held job of the
+  // table, read through workq's (status, locked_queue_id) index, and with both, to a bitmap of the two.
+  const status = `(${table}.status || '')`;
   const active = store.layout.rjqueueLocked
-    ? `(${table}.status in (?, ?) or (${table}.status = ? and ${table}.locked = true and ${table}.locked_queue_id not in (?, ?)))`
-    : `${table}.status in (?, ?)`;
+    ? `(${status} in (?, ?) or (${status} = ? and ${table}.locked = true and ${table}.locked_queue_id not in (?, ?)))`
+    : `${status} in (?, ?)`;
   const activeBindings: Knex.RawBinding[] = store.layout.rjqueueLocked
     ? [...ACTIVE_STATUSES, STATUS.pending, ...DELAYED_LOCKS]
     : [...ACTIVE_STATUSES];
@@ -211,7 +247,7 @@ function completedSet(store: Store, queue: string, items: ClaimItem[]): { ctes: 
           sy_finished_ms = c.now, sy_unique_slot = null, updated_at = c.updated,
           sy_result = coalesce(c.result, ${table}.sy_result),
           duration = case when ${table}.sy_started_ms is null then null else greatest(0, round((c.now - ${table}.sy_started_ms) / 1000.0)) end
-        from target c where ${table}.id = c.id and ${active} and (c.worker is null or ${table}.sy_worker = c.worker)
+        from target c where ${table}.id = c.id and ${table}.id = any(array(select id from target)) and ${active} and (c.worker is null or ${table}.sy_worker = c.worker)
         returning ${table}.*, c.k as sy_claim_k)`,
     ],
     bindings: [...bindings, ...queueBindings, STATUS.complete, UNLOCKED, ...activeBindings],
@@ -221,11 +257,14 @@ function completedSet(store: Store, queue: string, items: ClaimItem[]): { ctes: 
 /**
  * A list of rows as one array per column (`updated`: the type of the table's updated_at): the
  * statement's text and its number of parameters stay the same whatever the group's size, so
- * PostgreSQL parses and plans it in the same time for one caller or a hundred.
+ * PostgreSQL parses and plans it in the same time for one caller or a hundred. Each array is read
+ * as the statement runs (a sub-select), so the planner counts the same rows for every group: seen,
+ * a group of one made each run's own plan cheaper than the one plan for all, and PostgreSQL planned
+ * the completions of a lone worker again at every run.
  */
 function unnest(store: Store, types: string[]): string {
   const updated = store.layout.columnTypes.get("updated_at") ?? "timestamptz";
-  return `select * from unnest(${types.map((type) => `?::${type === "updated" ? updated : type}[]`).join(", ")})`;
+  return `select * from unnest(${types.map((type) => `(select ?::${type === "updated" ? updated : type}[])`).join(", ")})`;
 }
 
 /** Rows of values as one array per column, for unnest(). */

@@ -1,0 +1,120 @@
+import { type Backend, completeAndReserve } from "@switchyard/core";
+import knexFactory from "knex";
+import { afterAll, describe, expect, it } from "vitest";
+import { serviceUrl } from "../../../test/support/services.js";
+import { createWorkerQueueBackend } from "../src/index.js";
+import { type PgClient, prepareRepeatedStatements } from "../src/postgres-prepared.js";
+import { randomTable, rawKnex } from "./dialects.js";
+
+/**
+ * The plan PostgreSQL makes for the group claim (postgres-claim.ts) must not hang on what its
+ * statistics say of a queue: those lag behind a job table (a queue that came after the last ANALYZE
+ * is estimated at one row), and with the queue's name in view the planner then read workq's own
+ * (status, locked_queue_id) index: every job of a status in every queue, at every claim. Probed in
+ * the plans themselves and in the server's `pg_prepared_statements`.
+ */
+const url = serviceUrl("postgres");
+const probe = rawKnex(url);
+/** One connection, its texts prepared as a URL-made store's are: the session whose plans are read. */
+const single = knexFactory({
+  client: "pg",
+  connection: url,
+  pool: {
+    min: 1,
+    max: 1,
+    afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
+      prepareRepeatedStatements(connection);
+      done(null, connection);
+    },
+  },
+});
+const tables: string[] = [];
+const backends: Backend[] = [];
+afterAll(async () => {
+  await Promise.all(backends.map((backend) => backend.close()));
+  for (const table of tables) {
+    await probe.schema.dropTableIfExists(table);
+    await probe.schema.dropTableIfExists(`${table}_paused_queues`);
+  }
+  await single.destroy();
+  await probe.destroy();
+});
+
+async function openBackend(): Promise<{ backend: Backend; table: string }> {
+  const table = randomTable("wq_plans");
+  tables.push(table);
+  const backend = createWorkerQueueBackend({ knex: single, table, releaseDelayedEveryMs: 0 });
+  backends.push(backend);
+  await backend.ready();
+  return { backend, table };
+}
+
+const jobs = (count: number) => Array.from({ length: count }, (_, i) => ({ name: `job-${i}`, priority: i % 3 }));
+
+/** The statements `work` sends whose text contains `marker`, as sent ($1, $2...) with their values. */
+async function sent(marker: string, work: () => Promise<unknown>): Promise<Array<{ sql: string; bindings: unknown[] }>> {
+  const seen: Array<{ sql: string; bindings: unknown[] }> = [];
+  const capture = (query: { sql: string; bindings: unknown[] }) => {
+    if (query.sql.includes(marker)) seen.push(query);
+  };
+  single.on("query", capture);
+  try {
+    await work();
+  } finally {
+    single.off("query", capture);
+  }
+  return seen;
+}
+
+/** The plan PostgreSQL makes for a statement as sent ($1, $2...) with its values. */
+async function planOf(statement: { sql: string; bindings: unknown[] }): Promise<string> {
+  type Connection = { query(text: string, values: unknown[]): Promise<{ rows: Array<{ "QUERY PLAN": string }> }> };
+  const connection = (await probe.client.acquireConnection()) as Connection;
+  try {
+    const { rows } = await connection.query(`explain ${statement.sql}`, statement.bindings);
+    return rows.map((line) => line["QUERY PLAN"]).join("\n");
+  } finally {
+    await probe.client.releaseConnection(connection);
+  }
+}
+
+describe("workerqueue-sql on PostgreSQL: the group claim's plan", () => {
+  it("reads a queue the statistics do not know in the claim index, never every held or pending job of the table", async () => {
+    const { backend, table } = await openBackend();
+    // Analyzed while the table held one queue, all pending, no lease: statistics a new queue contradicts.
+    await backend.enqueueBulk("known", jobs(3_000));
+    await probe.raw("analyze ??", [table]);
+    await backend.enqueueBulk("fresh", jobs(3_000));
+    const held = await backend.reserve("fresh", { worker: "w", count: 50 });
+    const [reserve] = await sent("claimed as", () => backend.reserve("fresh", { worker: "w" }));
+    const [completion] = await sent("completion (k", () =>
+      completeAndReserve(backend, "fresh", held[0]?.id as string, { worker: "w" }, { worker: "w" }),
+    );
+    for (const statement of [reserve, completion]) {
+      expect(statement).toBeDefined();
+      const plan = await planOf(statement as { sql: string; bindings: unknown[] });
+      // Two reads of expired leases (one per held status) and one of due jobs, each in the claim index's order.
+      expect(plan.match(new RegExp(`Index Scan using ${table}_sy_claim_idx`, "g"))).toHaveLength(3);
+      expect(plan).not.toContain(`${table}_status_locked_idx`);
+      expect(plan).not.toMatch(new RegExp(`Seq Scan on ${table}\\b`));
+    }
+  });
+
+  it("is planned once for all runs, not again for every run", async () => {
+    const { backend, table } = await openBackend();
+    await backend.enqueueBulk("other", jobs(1_000));
+    await probe.raw("analyze ??", [table]);
+    await backend.enqueueBulk("q", jobs(100));
+    let [job] = await backend.reserve("q", { worker: "w" });
+    for (let run = 0; run < 20 && job; run++) {
+      [job] = (await completeAndReserve(backend, "q", job.id, { worker: "w" }, { worker: "w" })).next;
+    }
+    const { rows } = await single.raw(
+      "select generic_plans, custom_plans from pg_prepared_statements where statement like '%completion (k%claimed as%'",
+    );
+    expect(rows).toHaveLength(1);
+    // PostgreSQL plans a prepared statement for its values five times before it weighs one plan for all.
+    expect(Number(rows[0].custom_plans)).toBe(5);
+    expect(Number(rows[0].generic_plans)).toBeGreaterThanOrEqual(14);
+  });
+});
