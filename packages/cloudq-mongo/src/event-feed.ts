@@ -1,4 +1,4 @@
-import { type JobEventFeed, type StoreEvent, eventTypeOfState, watchInRounds } from "@switchyard/core";
+import { type JobEventFeed, type StoreEvent, ToldMoves, eventTypeOfState, watchInRounds } from "@switchyard/core";
 import type { Filter } from "mongodb";
 import type { CloudqDocument } from "./document.js";
 import { documentToJob } from "./document.js";
@@ -30,7 +30,7 @@ export function cloudqEventFeed(store: Store, ready: () => Promise<void>): JobEv
       const start = Date.now();
       let since = start;
       /** What each document in the overlap was last told as, so one read again is not told again. */
-      const told = new Map<string, { key: string; time: number }>();
+      const told = new ToldMoves(since, OVERLAP_MS);
 
       const changedSince = (field: "inserted_at" | "updated_at", from: Date, after: unknown) =>
         store.jobs
@@ -55,8 +55,8 @@ export function cloudqEventFeed(store: Store, ready: () => Promise<void>): JobEv
               const type = eventTypeOfState(job.state, job.attempts);
               const key = `${type}:${time}:${document.switchyard?.attempts ?? 0}`;
               const id = String(document._id);
-              if (told.get(id)?.key === key) continue;
-              told.set(id, { key, time });
+              if (told.told(id, key)) continue;
+              told.tell(id, key);
               since = Math.max(since, time);
               const event: StoreEvent = { type, queue: document.queue, jobId: job.id, time, position: null };
               // What changed before the watch began is not news.
@@ -66,7 +66,7 @@ export function cloudqEventFeed(store: Store, ready: () => Promise<void>): JobEv
             after = documents[documents.length - 1]?._id;
           }
         }
-        for (const [id, entry] of told) if (entry.time < since - 2 * OVERLAP_MS) told.delete(id);
+        told.forgetBefore(since);
       };
 
       return watchInRounds(

@@ -115,6 +115,44 @@ export function pause(ms: number, signal: AbortSignal, onWake?: (wake: () => voi
 }
 
 /**
+ * For a feed that reads a store's changes by change time, each look reading back `overlapMs` before
+ * the newest change it told (`since`): what it told of each record (a key of its move), so that a
+ * record read again in a later look's overlap is not told twice. A record is kept while `since` has
+ * not moved 2 x overlapMs past it, in two generations, the older dropped whole once `since` has moved
+ * that far past the newer's start: no look walks every record kept (walking them cost a PostgreSQL
+ * store's feed 12,000 rows at each of 50 looks a second under 3,000 completions/s).
+ */
+export class ToldMoves {
+  #newer = new Map<string, string>();
+  #older = new Map<string, string>();
+  #newerFrom: number;
+
+  constructor(
+    since: number,
+    private readonly overlapMs: number,
+  ) {
+    this.#newerFrom = since;
+  }
+
+  /** Whether `key` is what was last told of record `id`. */
+  told(id: string, key: string): boolean {
+    return (this.#newer.get(id) ?? this.#older.get(id)) === key;
+  }
+
+  tell(id: string, key: string): void {
+    this.#newer.set(id, key);
+  }
+
+  /** After a look: forgets what no later look can read again. */
+  forgetBefore(since: number): void {
+    if (since - this.#newerFrom < 2 * this.overlapMs) return;
+    this.#older = this.#newer;
+    this.#newer = new Map();
+    this.#newerFrom = since;
+  }
+}
+
+/**
  * A watch that reads in rounds (a poll, a blocking read), pausing `retryMs` after a failed round,
  * until closed. `round` resolves when it has read what there was; `signal` aborts at close.
  */
