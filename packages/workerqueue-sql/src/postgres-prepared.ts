@@ -5,14 +5,20 @@
  * A connection made by knexFromUrl therefore sends a statement text it has run before as a named
  * (prepared) statement, which the server parses once per connection and, where its plan does not
  * depend on the values, plans once: the claim 2.1 -> 0.7 ms, the completion 3.1 -> 0.8, an insert or
- * a heartbeat about half (alternated, each statement alone). Where the values matter (the claim,
- * once the table's statistics say its queues differ in size) PostgreSQL keeps planning each call
- * for its values, and parsing is what is saved (reserve + complete 7-9 -> 5-8 ms there).
+ * a heartbeat about half (alternated, each statement alone). Where the values matter PostgreSQL
+ * keeps planning each call for its values, and parsing is what is saved; the group claim hides its
+ * values from the planner for that reason (postgres-claim.ts).
  *
  * Only texts with bindings are named (one without goes by the simple protocol, which allows several
  * statements in one text), from their second run on (a schema statement runs once), and at most
  * MOST_PREPARED per connection, the least recently used deallocated first: the claim's text grows
  * with the number of queues claimed together.
+ *
+ * A plan the server keeps for a named statement is made for the table as it was then, and kept until
+ * an ANALYZE of the table (autovacuum's, a minute or more into a burst of writes) drops it: a claim
+ * planned while the table held 20 rows (reading the whole table was the cheapest way then) still read
+ * it whole once a bulk load had made it 200,000 (65 ms a claim). So a name older than PLAN_AGE_MS is
+ * deallocated at its next run and the text prepared afresh, planned for the table as it is now.
  */
 
 import { setNewest } from "@switchyard/core";
@@ -36,6 +42,8 @@ const MOST_PREPARED = 100;
 const MOST_SEEN_ONCE = 1_000;
 /** Longer texts (a bulk's VALUES list) are never named: they rarely repeat and would sit in memory twice. */
 const LONGEST_NAMED_TEXT = 16_384;
+/** How long a named statement's plans serve before the text is prepared afresh (see above). */
+const PLAN_AGE_MS = 10_000;
 
 /** Whether an error is the server refusing a prepared plan because the table's columns changed under it. */
 export function isStalePreparedPlan(error: unknown): boolean {
@@ -63,9 +71,13 @@ function isNamable(config: unknown): config is QueryConfig {
  * isStalePreparedPlan; its name is dropped then, so the next run of the text prepares it afresh
  * (withRetry in db-errors.ts runs the operation again).
  */
-export function prepareRepeatedStatements(client: PgClient): void {
+export function prepareRepeatedStatements(
+  client: PgClient,
+  { planAgeMs = PLAN_AGE_MS, clock = Date.now }: { planAgeMs?: number; clock?: () => number } = {},
+): void {
   const query = client.query.bind(client);
-  const names = new Map<string, string>();
+  /** Each named text's name and when it was prepared, least recently used first. */
+  const names = new Map<string, { name: string; preparedAt: number }>();
   const seenOnce = new Map<string, true>();
   let named = 0;
 
@@ -77,22 +89,24 @@ export function prepareRepeatedStatements(client: PgClient): void {
   };
 
   const nameFor = (text: string): string | undefined => {
-    const name = names.get(text);
-    if (name !== undefined) {
+    const now = clock();
+    const known = names.get(text);
+    if (known !== undefined && now - known.preparedAt < planAgeMs) {
       names.delete(text);
-      names.set(text, name);
-      return name;
+      names.set(text, known);
+      return known.name;
     }
-    if (!seenOnce.delete(text)) {
+    if (known !== undefined) deallocate(text, known.name);
+    else if (!seenOnce.delete(text)) {
       setNewest(seenOnce, text, true, MOST_SEEN_ONCE);
       return undefined;
     }
     if (names.size >= MOST_PREPARED) {
-      const [oldestText, oldestName] = names.entries().next().value as [string, string];
-      deallocate(oldestText, oldestName);
+      const [oldestText, oldest] = names.entries().next().value as [string, { name: string }];
+      deallocate(oldestText, oldest.name);
     }
     const fresh = `sy_${++named}`;
-    names.set(text, fresh);
+    names.set(text, { name: fresh, preparedAt: now });
     return fresh;
   };
 
@@ -101,7 +115,7 @@ export function prepareRepeatedStatements(client: PgClient): void {
     const name = nameFor(config.text);
     if (name === undefined) return query(config, ...rest);
     const forgetIfStale = (error: unknown) => {
-      if (isStalePreparedPlan(error) && names.get(config.text) === name) deallocate(config.text, name);
+      if (isStalePreparedPlan(error) && names.get(config.text)?.name === name) deallocate(config.text, name);
     };
     const callback = rest.at(-1);
     if (typeof callback === "function") {

@@ -1,8 +1,9 @@
-import type { Knex } from "knex";
+import knexFactory, { type Knex } from "knex";
 import { afterAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { createWorkerQueueBackend } from "../src/index.js";
 import { knexFromUrl } from "../src/options.js";
+import { type PgClient, prepareRepeatedStatements } from "../src/postgres-prepared.js";
 import { randomTable, rawKnex } from "./dialects.js";
 
 /**
@@ -72,6 +73,42 @@ describe("workerqueue-sql on PostgreSQL: prepared statements", () => {
       expect(kept).toHaveLength(100);
       expect(kept).toEqual(expect.arrayContaining([older[0], ...older.slice(21), ...newer]));
       for (const text of older.slice(1, 21)) expect(kept).not.toContain(text);
+    });
+  });
+
+  it("a name older than the plan age is prepared afresh at its next run, the old one deallocated", async () => {
+    let now = 0;
+    const knex = knexFactory({
+      client: "pg",
+      connection: url,
+      pool: {
+        min: 1,
+        max: 1,
+        afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
+          prepareRepeatedStatements(connection, { planAgeMs: 1_000, clock: () => now });
+          done(null, connection);
+        },
+      },
+    });
+    opened.push(knex);
+    await onOneConnection(knex, async (connection) => {
+      const names = async () =>
+        (await connection.query({ text: "select name from pg_prepared_statements where statement like 'select $1::int * 2%'" })).rows.map(
+          (row) => row.name,
+        );
+      const text = "select $1::int * 2 as n";
+      for (const value of [1, 2]) await connection.query({ text, values: [value] });
+      const [first] = await names();
+      expect(first).toMatch(/^sy_\d+$/);
+      now = 999;
+      expect((await connection.query({ text, values: [3] })).rows).toEqual([{ n: 6 }]);
+      expect(await names()).toEqual([first]);
+      // Its plans were made for the table as it was a plan age ago: the text goes under a new name.
+      now = 1_000;
+      expect((await connection.query({ text, values: [4] })).rows).toEqual([{ n: 8 }]);
+      const renamed = await names();
+      expect(renamed).toHaveLength(1);
+      expect(renamed[0]).not.toBe(first);
     });
   });
 
