@@ -8,6 +8,7 @@ import { afterAll } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { type Dialect, type WorkerQueueBackendOptions, createWorkerQueueBackend } from "../src/index.js";
 import { knexFromUrl } from "../src/options.js";
+import { type PgClient, prepareRepeatedStatements } from "../src/postgres-prepared.js";
 
 /** The three databases every Worker Queue test runs on; SQLite is a fresh file per test file. */
 export const DIALECTS: Dialect[] = ["sqlite", "postgres", "mysql"];
@@ -26,6 +27,25 @@ export function removeSqliteFile(url: string): void {
 /** A table name no other test run uses, so parallel files never collide on one server. */
 export function randomTable(prefix = "wq"): string {
   return `${prefix}_${randomBytes(5).toString("hex")}`;
+}
+
+/**
+ * PostgreSQL on one connection that names repeated statements as a URL-made store's connections do
+ * (postgres-prepared.ts): the one session whose prepared statements a test can read.
+ */
+export function singlePreparedConnection(url: string, options?: Parameters<typeof prepareRepeatedStatements>[1]): Knex {
+  return knexFactory({
+    client: "pg",
+    connection: url,
+    pool: {
+      min: 1,
+      max: 1,
+      afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
+        prepareRepeatedStatements(connection, options);
+        done(null, connection);
+      },
+    },
+  });
 }
 
 /** A direct connection for probes and legacy-style SQL, independent of the backend under test. */

@@ -1,10 +1,8 @@
 import { type Backend, completeAndReserve } from "@switchyard/core";
-import knexFactory from "knex";
 import { afterAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { createWorkerQueueBackend } from "../src/index.js";
-import { type PgClient, prepareRepeatedStatements } from "../src/postgres-prepared.js";
-import { randomTable, rawKnex } from "./dialects.js";
+import { randomTable, rawKnex, singlePreparedConnection } from "./dialects.js";
 
 /**
  * The plan PostgreSQL makes for the group claim (postgres-claim.ts) must not hang on what its
@@ -16,18 +14,7 @@ import { randomTable, rawKnex } from "./dialects.js";
 const url = serviceUrl("postgres");
 const probe = rawKnex(url);
 /** One connection, its texts prepared as a URL-made store's are: the session whose plans are read. */
-const single = knexFactory({
-  client: "pg",
-  connection: url,
-  pool: {
-    min: 1,
-    max: 1,
-    afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
-      prepareRepeatedStatements(connection);
-      done(null, connection);
-    },
-  },
-});
+const single = singlePreparedConnection(url);
 const tables: string[] = [];
 const backends: Backend[] = [];
 afterAll(async () => {

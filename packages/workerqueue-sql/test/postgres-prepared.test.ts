@@ -1,10 +1,9 @@
-import knexFactory, { type Knex } from "knex";
+import type { Knex } from "knex";
 import { afterAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
 import { createWorkerQueueBackend } from "../src/index.js";
 import { knexFromUrl } from "../src/options.js";
-import { type PgClient, prepareRepeatedStatements } from "../src/postgres-prepared.js";
-import { randomTable, rawKnex } from "./dialects.js";
+import { randomTable, rawKnex, singlePreparedConnection } from "./dialects.js";
 
 /**
  * A PostgreSQL connection made from a URL sends a text it has run before as a named statement
@@ -78,18 +77,7 @@ describe("workerqueue-sql on PostgreSQL: prepared statements", () => {
 
   it("a name older than the plan age is prepared afresh at its next run, the old one deallocated", async () => {
     let now = 0;
-    const knex = knexFactory({
-      client: "pg",
-      connection: url,
-      pool: {
-        min: 1,
-        max: 1,
-        afterCreate(connection: PgClient, done: (error: Error | null, connection: unknown) => void) {
-          prepareRepeatedStatements(connection, { planAgeMs: 1_000, clock: () => now });
-          done(null, connection);
-        },
-      },
-    });
+    const knex = singlePreparedConnection(url, { planAgeMs: 1_000, clock: () => now });
     opened.push(knex);
     await onOneConnection(knex, async (connection) => {
       const names = async () =>
