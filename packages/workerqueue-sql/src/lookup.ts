@@ -103,21 +103,53 @@ export async function findRows(store: Store, db: Db, queue: string, ids: string[
   const found = new Map<string, JobRow>();
   if (ids.length === 0) return found;
   const rowIds = ids.map(rowIdOf).filter((rowId): rowId is number => rowId !== null);
-  // PostgreSQL takes each list as one array parameter: a page of 1,000 ids is not 1,000 parameters to bind and parse.
-  const among = (q: Knex.QueryBuilder, column: string, values: Array<string | number>, type: string) =>
-    store.dialect === "postgres" ? q.whereRaw(`?? = any(?::${type}[])`, [column, values as never]) : q.whereIn(column, values);
-  const [first, ...others] = queueSpellings(store, queue).map((spelling) =>
-    among(db(store.table).select("*").whereRaw(spelling.sql, spelling.bindings), SY.jobId, ids, "text"),
-  );
-  if (rowIds.length > 0)
-    others.push(whereQueue(store, among(db(store.table).select("*").whereNull(SY.jobId), "id", rowIds, "int4"), queue));
-  const query = others.length > 0 ? first!.unionAll(others) : first!;
-  for (const row of (await query) as JobRow[]) {
+  const rows =
+    store.dialect === "postgres" ? await postgresRows(store, db, queue, ids, rowIds) : await rowsOfIds(store, db, queue, ids, rowIds);
+  for (const row of rows) {
     const own = row[SY.jobId] as string | null;
     if (own !== null && own !== undefined) found.set(own, row);
     else if (!found.has(String(row.id))) found.set(String(row.id), row);
   }
   return found;
+}
+
+function rowsOfIds(store: Store, db: Db, queue: string, ids: string[], rowIds: number[]): Promise<JobRow[]> {
+  const [first, ...others] = queueSpellings(store, queue).map((spelling) =>
+    db(store.table).select("*").whereRaw(spelling.sql, spelling.bindings).whereIn(SY.jobId, ids),
+  );
+  if (rowIds.length > 0) others.push(whereQueue(store, db(store.table).select("*").whereNull(SY.jobId).whereIn("id", rowIds), queue));
+  return (others.length > 0 ? first!.unionAll(others) : first!) as Promise<JobRow[]>;
+}
+
+/**
+ * PostgreSQL: each id one read of its own (a lateral read, `limit 1` so it is not flattened into a
+ * join), the ids as one array parameter each (a page of 1,000 ids is not 1,000 parameters to bind).
+ * The plan PostgreSQL keeps for the statement (prepared, postgres-prepared.ts) must not depend on how
+ * many ids come or on what the statistics say of the queue: given `sy_job_id = any(...)` it weighed
+ * ten ids a call against a queue it thought held five rows, and its kept plan read the whole queue
+ * and filtered it at every call (a migration's page into a queue of 50,000 jobs: 1 s). Each read
+ * here is one look-up in a unique index (sy_queue, sy_job_id) or the primary key.
+ */
+async function postgresRows(store: Store, db: Db, queue: string, ids: string[], rowIds: number[]): Promise<JobRow[]> {
+  const table = quoted(store, store.table);
+  const reads = queueSpellings(store, queue).map((spelling) => ({
+    sql: `select t.* from unnest(?::text[]) as wanted(id)
+      cross join lateral (select * from ${table} where ${spelling.sql} and ${SY.jobId} = wanted.id limit 1) t`,
+    bindings: [ids as unknown as Knex.RawBinding, ...spelling.bindings],
+  }));
+  if (rowIds.length > 0) {
+    const inQueue = queueCondition(store, queue);
+    reads.push({
+      sql: `select t.* from unnest(?::int4[]) as wanted(id)
+      cross join lateral (select * from ${table} where id = wanted.id and ${SY.jobId} is null and ${inQueue.sql}) t`,
+      bindings: [rowIds as unknown as Knex.RawBinding, ...inQueue.bindings],
+    });
+  }
+  const result = await db.raw(
+    reads.map((read) => read.sql).join("\n    union all "),
+    reads.flatMap((read) => read.bindings),
+  );
+  return (result as { rows: JobRow[] }).rows;
 }
 
 /** The unfinished job that holds a unique key in a queue, or null. */

@@ -5,11 +5,11 @@ import { createWorkerQueueBackend } from "../src/index.js";
 import { randomTable, rawKnex, singlePreparedConnection } from "./dialects.js";
 
 /**
- * The plan PostgreSQL makes for the group claim (postgres-claim.ts) must not hang on what its
- * statistics say of a queue: those lag behind a job table (a queue that came after the last ANALYZE
- * is estimated at one row), and with the queue's name in view the planner then read workq's own
- * (status, locked_queue_id) index: every job of a status in every queue, at every claim. Probed in
- * the plans themselves and in the server's `pg_prepared_statements`.
+ * The plans PostgreSQL makes, and keeps, for the group claim (postgres-claim.ts) and a look-up of many
+ * ids (lookup.ts) must not hang on what its statistics say of a queue: those lag behind a job table (a
+ * queue that came after the last ANALYZE is estimated at one row), and with the queue's name in view
+ * the planner then read workq's own (status, locked_queue_id) index: every job of a status in every
+ * queue, at every claim. Probed in the plans themselves and in the server's `pg_prepared_statements`.
  */
 const url = serviceUrl("postgres");
 const probe = rawKnex(url);
@@ -103,5 +103,40 @@ describe("workerqueue-sql on PostgreSQL: the group claim's plan", () => {
     // PostgreSQL plans a prepared statement for its values five times before it weighs one plan for all.
     expect(Number(rows[0].custom_plans)).toBe(5);
     expect(Number(rows[0].generic_plans)).toBeGreaterThanOrEqual(14);
+  });
+});
+
+describe("workerqueue-sql on PostgreSQL: the plan kept for a look-up of many ids", () => {
+  it("reads each id in the (queue, job id) index, never the whole queue, whatever the statistics say", async () => {
+    const { backend, table } = await openBackend();
+    const jobs = (from: number, count: number) => Array.from({ length: count }, (_, i) => ({ name: "job", id: `job-${from + i}` }));
+    // A migration's pages into a table PostgreSQL has not analyzed yet.
+    for (let page = 0; page < 10; page++) await backend.enqueueBulk("q", jobs(page * 1_000, 1_000));
+    const wanted = ["job-7", "job-4000", "job-99999"];
+    const getMany = backend.getMany?.bind(backend);
+    expect(getMany).toBeDefined();
+    // Twice: a text is prepared from its second run.
+    for (let run = 0; run < 2; run++)
+      expect((await getMany?.("q", wanted))?.map((job) => job?.id ?? null)).toEqual(["job-7", "job-4000", null]);
+    const { rows } = await single.raw(
+      "select statement, parameter_types::text[] as types from pg_prepared_statements where statement like '%sy_job_id%' and statement not like '%insert%' and statement not like '%claimed as%'",
+    );
+    expect(rows).toHaveLength(1);
+    // The plan PostgreSQL keeps once a run's own plan stops looking cheaper (a fresh table: at once),
+    // asked for as such of the same text.
+    await single.raw("set plan_cache_mode = force_generic_plan");
+    try {
+      await single.raw(`prepare kept (${rows[0].types.join(", ")}) as ${rows[0].statement.replaceAll("?", "\\?")}`);
+      const args = (rows[0].types as string[]).map((type) => (type === "text[]" ? `'{${wanted.join(",")}}'` : "'q'"));
+      const plan = await single.raw(`explain execute kept (${args.join(", ")})`);
+      const text = (plan.rows as Array<{ "QUERY PLAN": string }>).map((line) => line["QUERY PLAN"]).join("\n");
+      // One look-up per id: the job id is part of the index condition, never a filter over the queue's rows.
+      expect(text).toContain(`Index Scan using ${table}_sy_job_id_uq`);
+      expect(text).toMatch(/Index Cond: .*sy_queue.* AND .*sy_job_id/);
+      expect(text).not.toMatch(/Filter: .*sy_job_id|Seq Scan|Bitmap Heap Scan/);
+    } finally {
+      await single.raw("deallocate kept").catch(() => undefined);
+      await single.raw("reset plan_cache_mode");
+    }
   });
 });
