@@ -108,8 +108,11 @@ function dueSql(store: Store): string {
 /** One of this package's constants as a value the planner does not see. */
 const unseen = (value: string) => `(select ${literal(value)}::text)`;
 
-/** One of this package's constants as an SQL string literal. */
-const literal = (value: string) => `'${value.replaceAll("'", "''")}'`;
+/** One of this package's constants as an SQL string literal (never one with a `?`, which knex would take for a binding). */
+function literal(value: string): string {
+  if (value.includes("?")) throw new Error(`workerqueue-sql: ${JSON.stringify(value)} cannot be written into a statement's text`);
+  return `'${value.replaceAll("'", "''")}'`;
+}
 
 /**
  * The group as one statement. The completions are one UPDATE (`done`, completedSet() below) over
@@ -120,7 +123,7 @@ const literal = (value: string) => `'${value.replaceAll("'", "''")}'`;
  * and never a row completed here; the n-th candidate in claim order goes to the caller whose slot
  * holds n. The callers' values go as one array per column (unnest() below), and every value as a
  * binding, never in the text (the pg client would rewrite a `?` of a queue or worker name into a
- * parameter).
+ * parameter); only this package's constants are written in it (literal()).
  */
 async function claimGroup(store: Store, queue: string, items: ClaimItem[]): Promise<ClaimOutcome[]> {
   const table = quoted(store, store.table);
