@@ -93,6 +93,7 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
       completed: ["complete"],
       failed: ["error"],
       canceled: ["error"],
+      blocked: ["pending"],
     },
     track: (queue) => queue, // the table is dropped whole
     openBackend: () => openWithRegistry(spec),

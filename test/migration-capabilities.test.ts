@@ -55,22 +55,6 @@ describe("migration sqlite -> qless (unique keys)", () => {
   });
 });
 
-describe("migration qless -> postgres (Worker Queue has no dependencies)", () => {
-  const { stores, backends, queue: newQueue } = usePair("qless", "postgres");
-
-  it("a job waiting on another stops the migration with UnsupportedError naming it, and its page writes nothing", async () => {
-    const queue = newQueue();
-    const { from, to } = backends;
-    const parent = await from.enqueue(queue, { name: "parent" });
-    const child = await from.enqueue(queue, { name: "child", dependsOn: [parent.job.id] });
-    expect(child.job.state).toBe("blocked");
-    const failure = await migrateQueue({ from, to, queue }).catch((error: unknown) => error);
-    expect(failure).toBeInstanceOf(UnsupportedError);
-    expect((failure as Error).message).toContain(child.job.id);
-    expect(await stores.to.countJobs(queue)).toBe(0);
-  });
-});
-
 describe("migration qless -> glidemq (glide-mq has no tags)", () => {
   const { backends, queue: newQueue } = usePair("qless", "glidemq");
 

@@ -70,9 +70,12 @@ describe("qless -> Worker Queue (SQLite) -> qless", () => {
     await original.qless("retry", now + 4, "retried", queue, "worker-1", 0, "timeouts", "took too long");
     await put("waits", "Mailer", '{"to": "ana@example.com", "n": 1.5}', 0, "priority", 5, "tags", '["eu", "vip"]', "retries", 3);
     await put("later", "Report", '{"day": "mon"}', 3600, "tags", '["weekly"]');
-    const jids = ["waits", "later", "breaks", "finishes", "retried"];
+    // Blocked on "waits" (qless does not count "finishes", complete); the SQL store holds it blocked in between.
+    await put("after", "Mailer", "{}", 0, "depends", '["waits", "finishes"]');
+    const jids = ["after", "waits", "later", "breaks", "finishes", "retried"];
 
     await roundTrip(original, middle, back, queue);
+    expect(await middle.get(queue, "after")).toMatchObject({ state: "blocked", dependsOn: ["waits"] });
 
     for (const jid of jids) {
       const [before, after] = await Promise.all([redis.original.hgetall(`ql:j:${jid}`), redis.back.hgetall(`ql:j:${jid}`)]);
@@ -83,7 +86,12 @@ describe("qless -> Worker Queue (SQLite) -> qless", () => {
         redis.back.lrange(`ql:j:${jid}-history`, 0, -1),
       ]);
       expect(history[1], jid).toEqual(history[0]);
+      for (const set of ["dependencies", "dependents"]) {
+        const both = await Promise.all([redis.original.smembers(`ql:j:${jid}-${set}`), redis.back.smembers(`ql:j:${jid}-${set}`)]);
+        expect(both[1].sort(), `${jid}-${set}`).toEqual(both[0].sort());
+      }
     }
+    expect(await redis.original.smembers("ql:j:after-dependencies")).toEqual(["waits"]);
   });
 });
 

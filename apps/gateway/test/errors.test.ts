@@ -84,13 +84,13 @@ describe("UNSUPPORTED from the real backend", () => {
     await t.cleanup();
   });
 
-  it("a job option the backend cannot honour answers 501 with the backend's reason and stores nothing", async () => {
-    const capabilities = t.gateway.backends.get("main")!.backend.capabilities;
-    expect(capabilities.dependencies).toBe(false);
+  it("a command the backend cannot honour answers 501 with the reason and stores nothing", async () => {
+    expect(t.gateway.backends.get("main")!.backend.kind).toBe("workerqueue-sql:sqlite");
     const before = t.totalRows();
-    const res = await t.request("POST", "/v1/queues/deps/jobs", { name: "Child", dependsOn: ["1"] });
+    // qless's recurring jobs live in qless's own keys, which only a qless-redis store has.
+    const res = await t.request("POST", "/qless/recur", { args: ["reports", "nightly", "Report", "{}", "interval", 60, 0] });
     expect(res.status).toBe(501);
-    expect(res.json.error).toMatchObject({ code: "UNSUPPORTED", message: expect.stringContaining("dependencies") });
+    expect(res.json.error).toMatchObject({ code: "UNSUPPORTED", message: expect.stringContaining("recur") });
     expect(t.totalRows()).toBe(before);
   });
 });

@@ -33,9 +33,10 @@ import {
 import { rowsOf } from "./bulk-insert.js";
 import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
-import { DELAYED_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
+import { BLOCKED_LOCK, BLOCKED_LOCKS, MARKER_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
+import { releaseDependents } from "./dependencies.js";
 import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
@@ -47,7 +48,7 @@ import { PostgresClaimGroup } from "./postgres-claim.js";
 import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
 import { PostgresQueueLookup } from "./postgres-lookup.js";
 import { ReleaseTimer } from "./release-timer.js";
-import { rowToJob, stateOf } from "./row.js";
+import { hasDependents, rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
 import { SqliteCycleGroup } from "./sqlite-cycle.js";
@@ -59,7 +60,7 @@ import { whereNotActive, whereQueue, whereState } from "./where.js";
 export const WORKERQUEUE_CAPABILITIES: Capabilities = {
   delays: true,
   priorities: true,
-  dependencies: false,
+  dependencies: true,
   tags: true,
   progress: true,
   uniqueKeys: true,
@@ -225,10 +226,18 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
       ? await this.claims.claim({ request, complete: { id, options } })
       : await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
     if (both?.completed) {
-      return { completed: rowToJob(this.store, both.completed), next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
+      const completed = await this.released(queue, rowToJob(this.store, both.completed));
+      return { completed, next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
     }
-    const completed = await completeJob(this.store, queue, id, options);
+    const completed = await this.released(queue, await completeJob(this.store, queue, id, options));
     return { completed, next: await this.reserve(queue, next) };
+  }
+
+  /** A completed job, once the jobs that waited for it alone are released (dependencies.ts); only a marked parent looks. */
+  private async released(queue: string, completed: Job): Promise<Job> {
+    if (hasDependents(completed))
+      this.waker.wake(await withRetry("release dependents", () => releaseDependents(this.store, queue, [completed.id])));
+    return completed;
   }
 
   /** Checks a reserve's options; frees due delayed rows for legacy daemons, at most once a second. */
@@ -261,10 +270,10 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   /** PostgreSQL and SQLite: in the group claim (a claim of no rows), so concurrent completions share a statement or a transaction. */
   async complete(queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
     await this.ready();
-    if (!this.claims) return completeJob(this.store, queue, id, options);
+    if (!this.claims) return this.released(queue, await completeJob(this.store, queue, id, options));
     const request = { queue, worker: "", count: 0, leaseMs: 0, now: this.store.now() };
     const { completed } = await this.claims.claim({ request, complete: { id, options } });
-    return completed ? rowToJob(this.store, completed) : completeByTransition(this.store, queue, id, options);
+    return this.released(queue, completed ? rowToJob(this.store, completed) : await completeByTransition(this.store, queue, id, options));
   }
 
   async fail(queue: string, id: string, options: FailOptions): Promise<Job> {
@@ -362,23 +371,30 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
       .select(knex.raw("case when ?? is not null then 1 else 0 end as is_canceled", [SY.canceledMs]))
       .select(
         this.store.layout.rjqueueLocked
-          ? knex.raw("case when ?? = ? and ?? not in (?, ?) then 1 else 0 end as is_held", [
+          ? knex.raw(`case when ?? = ? and ?? not in (${MARKER_LOCKS.map(() => "?").join(", ")}) then 1 else 0 end as is_held`, [
               RJQUEUE_LOCKED,
               true,
               "locked_queue_id",
-              ...DELAYED_LOCKS,
+              ...MARKER_LOCKS,
             ])
           : knex.raw("0 as is_held"),
       )
+      .select(
+        knex.raw(`case when ?? in (${BLOCKED_LOCKS.map(() => "?").join(", ")}) then 1 else 0 end as is_blocked`, [
+          "locked_queue_id",
+          ...BLOCKED_LOCKS,
+        ]),
+      )
       .count({ n: "*" });
     whereQueue(this.store, query, queue);
-    const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3, 4"));
+    const groups = await withRetry("counts", () => query.groupByRaw("1, 2, 3, 4, 5"));
     const counts = emptyCounts();
     for (const group of groups as Array<{
       status: string | null;
       is_delayed: unknown;
       is_canceled: unknown;
       is_held: unknown;
+      is_blocked: unknown;
       n: unknown;
     }>) {
       // stateOf() decides, so counts can never disagree with get() and list().
@@ -388,7 +404,7 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
           sy_run_at: Number(group.is_delayed) === 1 ? now + 1 : null,
           sy_canceled_ms: Number(group.is_canceled) === 1 ? now : null,
           locked: Number(group.is_held) === 1,
-          locked_queue_id: "",
+          locked_queue_id: Number(group.is_blocked) === 1 ? BLOCKED_LOCK : "",
         } as JobRow,
         now,
       );

@@ -33,13 +33,24 @@ export const DELAYED_LOCK = "sy:delayed";
 export const MYSQL_DELAYED_LOCK = "1:sy:delayed";
 /** Every delay marker, read on every dialect (MySQL rows written before MYSQL_DELAYED_LOCK hold the first). */
 export const DELAYED_LOCKS = [DELAYED_LOCK, MYSQL_DELAYED_LOCK];
+/**
+ * `locked_queue_id` of a pending job waiting for the jobs in `sy_depends_on` to complete (core state
+ * `blocked`): like the delay marker, it keeps legacy daemons from taking the row; the completion of
+ * its last unfinished parent clears it (dependencies.ts). MySQL's spelling converts to 1, as
+ * MYSQL_DELAYED_LOCK does, so workqd's idle poll does not count it as pending.
+ */
+export const BLOCKED_LOCK = "sy:blocked";
+export const MYSQL_BLOCKED_LOCK = "1:sy:blocked";
+export const BLOCKED_LOCKS = [BLOCKED_LOCK, MYSQL_BLOCKED_LOCK];
+/** The markers Switchyard writes in `locked_queue_id` of a pending row no worker holds. */
+export const MARKER_LOCKS = [...DELAYED_LOCKS, ...BLOCKED_LOCKS];
 /** Prefix of the lock ids Switchyard claims with, so a lock shows who took the row. */
 export const CLAIM_LOCK_PREFIX = "sy:";
 
 /**
  * rjqueue's variant of the table has a boolean `locked` (true while a Ruby worker holds the row)
  * instead of `locked_queue_id`. When ready() finds it, Switchyard keeps it in step: true while it
- * holds a row or a row is delayed, false otherwise, so rjqueue's `status='pending' and locked=0`
+ * holds a row or a row is delayed or blocked, false otherwise, so rjqueue's `status='pending' and locked=0`
  * selection and Switchyard's claim never take the same row.
  */
 export const RJQUEUE_LOCKED = "locked";
@@ -71,6 +82,13 @@ export const SY = {
   errorGroup: "sy_error_group",
   /** JSON array of tags. */
   tags: "sy_tags",
+  /** JSON array of the job ids of the same queue this job waits for (NULL: none). */
+  dependsOn: "sy_depends_on",
+  /**
+   * True once a job of the queue was enqueued blocked on this one: its completion then looks for
+   * the dependents to release (dependencies.ts), which no other completion pays for.
+   */
+  hasDependents: "sy_has_dependents",
   /** JSON object of fields with no Worker Queue meaning (a qless or glide-mq job's extras). */
   native: "sy_native",
   /** Epoch ms timestamps; `created_at` (a datetime) is still written for legacy readers. */
@@ -111,6 +129,8 @@ export interface JobRow {
   sy_progress: string | null;
   sy_error_group: string | null;
   sy_tags: string | null;
+  sy_depends_on?: string | null;
+  sy_has_dependents?: boolean | number | null;
   sy_native: string | null;
   sy_created_ms: number | string | null;
   sy_started_ms: number | string | null;

@@ -60,12 +60,13 @@ export class EnqueueBurst {
   ) {}
 
   /**
-   * Whether a job goes in a burst: one without id or unique key (nothing to look up first) or, when
-   * the writer looks ids up in its transaction, one with an id but no key. An id that spells a row
-   * id takes the ordinary path, which also moves the table's id counter past it (sequence.ts).
+   * Whether a job goes in a burst: one without id, unique key or dependencies (nothing to look up
+   * or mark first) or, when the writer looks ids up in its transaction, one with an id but no key.
+   * An id that spells a row id takes the ordinary path, which also moves the table's id counter
+   * past it (sequence.ts).
    */
   takes(input: NormalizedEnqueueInput): boolean {
-    if (input.uniqueKey !== undefined) return false;
+    if (input.uniqueKey !== undefined || input.dependsOn.length > 0) return false;
     return input.id === undefined || (this.writer.takesIds && rowIdOf(input.id) === null);
   }
 

@@ -6,7 +6,6 @@ import {
   type Job,
   JobSchema,
   type NormalizedEnqueueInput,
-  UnsupportedError,
   ValidationError,
   normalizeEnqueueInput,
   parseOrThrow,
@@ -16,6 +15,7 @@ import type { Knex } from "knex";
 import { insertPlain, insertReturning, insertSkippingConflicts } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, type JobRow, STATUS, SY } from "./columns.js";
 import { isUniqueViolation, withRetry } from "./db-errors.js";
+import { anyDependencies, markImportedParents, markUnfinishedParents } from "./dependencies.js";
 import type { EnqueueBurst } from "./enqueue-burst.js";
 import { type Db, findByUniqueKey, findByUniqueKeys, findRow, findRows, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
@@ -28,9 +28,6 @@ export function normalize(input: EnqueueInput): NormalizedEnqueueInput {
   // sy_run_at is a bigint of epoch ms: a time past any safe integer is refused rather than rounded.
   if (!Number.isSafeInteger(normalized.runAt ?? Date.now() + (normalized.delay ?? 0))) {
     throw new ValidationError("workerqueue-sql: runAt/delay is too far in the future");
-  }
-  if (normalized.dependsOn.length > 0) {
-    throw new UnsupportedError("workerqueue-sql: job dependencies are not supported (capability dependencies: false)");
   }
   return normalized;
 }
@@ -52,7 +49,12 @@ export async function enqueueOne(
 
 /** One job, looked up by id and key first; the path every dialect takes. */
 export async function enqueueNormalized(store: Store, queue: string, normalized: NormalizedEnqueueInput): Promise<EnqueueResult> {
-  const result = await withRetry("enqueue", () => insertOrFind(store, store.knex, queue, normalized, false));
+  const result = await withRetry("enqueue", () =>
+    // The parents' marks and the insert commit together (dependencies.ts).
+    normalized.dependsOn.length > 0
+      ? store.knex.transaction((trx) => insertOrFind(store, trx, queue, normalized, true))
+      : insertOrFind(store, store.knex, queue, normalized, false),
+  );
   if (result.created && normalized.id) await advanceIdCounter(store, store.knex, [normalized.id]);
   return result;
 }
@@ -61,7 +63,7 @@ export async function enqueueNormalized(store: Store, queue: string, normalized:
 export async function enqueueMany(store: Store, queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
   const normalized = inputs.map(normalize);
   const results = await withRetry("enqueueBulk", async () => {
-    if (store.layout.insertReturning && !normalized.some(mayNameARowId)) {
+    if (store.layout.insertReturning && !normalized.some(mayNameARowId) && !anyDependencies(normalized)) {
       try {
         const fast = await store.knex.transaction((trx) => insertBulk(store, trx, queue, normalized));
         if (fast) return fast;
@@ -157,7 +159,9 @@ async function insertOrFind(
   const now = store.now();
   const existing = await findExisting(store, db, queue, input);
   if (existing) return { job: rowToJob(store, existing, now), created: false };
-  const row = enqueueRow(store, queue, input, runAtOf(input, now), now);
+  // With dependencies, db is a transaction (enqueueNormalized, enqueueMany).
+  const blocked = input.dependsOn.length > 0 && (await markUnfinishedParents(store, db as Knex.Transaction, queue, input.dependsOn));
+  const row = enqueueRow(store, queue, input, runAtOf(input, now), now, blocked);
   const keyed = input.id !== undefined || input.uniqueKey !== undefined;
   try {
     // In a transaction a refused insert would abort it (Postgres): a savepoint contains the failure.
@@ -342,10 +346,6 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
   if (tooLong) {
     throw new ValidationError(`workerqueue-sql: job ${tooLong.id.slice(0, 40)}...: id, name and unique key hold at most 255 characters`);
   }
-  const blocked = checked.find((job) => job.state === "blocked" || job.dependsOn.length > 0);
-  if (blocked) {
-    throw new UnsupportedError(`workerqueue-sql: job ${blocked.id} has dependencies, which this backend does not support`);
-  }
   /**
    * Whether the ids must be looked up before the insert: a numeric id may name a legacy row (by its
    * row id), and the default queue holds rows without `sy_queue`, which no unique index sees. Any
@@ -370,6 +370,7 @@ export async function importJobs(store: Store, queue: string, jobs: Job[]): Prom
         return !held.has(job.id);
       });
       if (fresh.length > 0) await write(store, trx, queue, fresh, now, outcome, held);
+      await markImportedParents(store, trx, queue, fresh);
       // What the statements that wrote (or found) each job answered, so a migration need not read the page back.
       if (checked.every((job) => held.has(job.id))) outcome.held = checked.map((job) => heldJobOf(held.get(job.id) as JobRow, now));
       return outcome;

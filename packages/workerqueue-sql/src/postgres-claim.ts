@@ -12,7 +12,7 @@ import {
   queueCondition,
   queueSpellings,
 } from "./claim.js";
-import { ACTIVE_STATUSES, DELAYED_LOCKS, type JobRow, STATUS, UNLOCKED } from "./columns.js";
+import { ACTIVE_STATUSES, DELAYED_LOCKS, type JobRow, MARKER_LOCKS, STATUS, UNLOCKED } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
 import type { Store } from "./options.js";
 import { sqlDate } from "./row.js";
@@ -236,10 +236,10 @@ function completedSet(store: Store, queue: string, items: ClaimItem[]): { ctes: 
   // table, read through workq's (status, locked_queue_id) index, and with both, to a bitmap of the two.
   const status = `(${table}.status || '')`;
   const active = store.layout.rjqueueLocked
-    ? `(${status} in (?, ?) or (${status} = ? and ${table}.locked = true and ${table}.locked_queue_id not in (?, ?)))`
+    ? `(${status} in (?, ?) or (${status} = ? and ${table}.locked = true and ${table}.locked_queue_id not in (${MARKER_LOCKS.map(() => "?").join(", ")})))`
     : `${status} in (?, ?)`;
   const activeBindings: Knex.RawBinding[] = store.layout.rjqueueLocked
-    ? [...ACTIVE_STATUSES, STATUS.pending, ...DELAYED_LOCKS]
+    ? [...ACTIVE_STATUSES, STATUS.pending, ...MARKER_LOCKS]
     : [...ACTIVE_STATUSES];
   const rjqueue = store.layout.rjqueueLocked ? ", locked = false" : "";
   return {

@@ -50,9 +50,9 @@ export class PostgresIdEnqueues {
     return store.dialect === "postgres" && store.layout.insertReturning;
   }
 
-  /** Whether this input goes in a group: an id, and no unique key. */
+  /** Whether this input goes in a group: an id, and no unique key or dependencies. */
   static takes(input: NormalizedEnqueueInput): boolean {
-    return input.id !== undefined && input.uniqueKey === undefined;
+    return input.id !== undefined && input.uniqueKey === undefined && input.dependsOn.length === 0;
   }
 
   async enqueue(queue: string, input: NormalizedEnqueueInput): Promise<EnqueueResult> {

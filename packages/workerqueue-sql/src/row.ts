@@ -10,10 +10,13 @@ import {
 } from "@switchyard/core";
 import {
   ACTIVE_STATUSES,
+  BLOCKED_LOCK,
+  BLOCKED_LOCKS,
   DELAYED_LOCK,
-  DELAYED_LOCKS,
   type JobRow,
+  MARKER_LOCKS,
   MAX_ROW_ID,
+  MYSQL_BLOCKED_LOCK,
   MYSQL_DELAYED_LOCK,
   RJQUEUE_LOCKED,
   STATUS,
@@ -38,8 +41,10 @@ export function jobIdOf(row: JobRow): string {
 /** The core state a row stands for; see the README's state table. */
 export function stateOf(row: JobRow, now: number): JobState {
   const status = row.status ?? "";
+  const lock = row.locked_queue_id ?? "";
+  if (status === STATUS.pending && BLOCKED_LOCKS.includes(lock)) return "blocked";
   // rjqueue locks a pending row before it marks it processing: already taken.
-  if (status === STATUS.pending && isTrue(row.locked) && !DELAYED_LOCKS.includes(row.locked_queue_id ?? "")) return "active";
+  if (status === STATUS.pending && isTrue(row.locked) && !MARKER_LOCKS.includes(lock)) return "active";
   if (status === STATUS.pending) {
     const runAt = num(row.sy_run_at);
     return runAt !== null && runAt > now ? "delayed" : "waiting";
@@ -51,7 +56,22 @@ export function stateOf(row: JobRow, now: number): JobState {
   return "failed";
 }
 
+/**
+ * The jobs read from rows marked `sy_has_dependents` (dependencies.ts): the Backend looks for their
+ * dependents to release once they complete. Kept beside the Job, which has no field for the store's
+ * bookkeeping.
+ */
+const markedParents = new WeakSet<Job>();
+
+export const hasDependents = (job: Job): boolean => markedParents.has(job);
+
 export function rowToJob(store: Store, row: JobRow, now = store.now()): Job {
+  const job = jobOfRow(store, row, now);
+  if (isTrue(row.sy_has_dependents)) markedParents.add(job);
+  return job;
+}
+
+function jobOfRow(store: Store, row: JobRow, now: number): Job {
   const state = stateOf(row, now);
   const createdAt = num(row.sy_created_ms) ?? dateMs(row.created_at) ?? 0;
   const own: Record<string, unknown> = { status: row.status, locked_queue_id: row.locked_queue_id };
@@ -81,7 +101,7 @@ export function rowToJob(store: Store, row: JobRow, now = store.now()): Job {
     error: row.details !== null && row.details !== undefined ? errorOf(row) : null,
     progress: parseJson<Json>(row.sy_progress, null),
     tags: parseJson<string[]>(row.sy_tags, []),
-    dependsOn: [],
+    dependsOn: parseJson<string[]>(row.sy_depends_on, []),
     uniqueKey: row.sy_unique_key,
     native,
   };
@@ -116,16 +136,19 @@ function errorOf(row: JobRow): Job["error"] {
   return row.sy_error_group ? { group: row.sy_error_group, message } : { message };
 }
 
-/** The columns of a new pending row for an enqueue. */
-export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueueInput, runAt: number | null, now: number) {
+/**
+ * The columns of a new pending row for an enqueue; `blocked` when some job it depends on has not
+ * completed (dependencies.ts decides).
+ */
+export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueueInput, runAt: number | null, now: number, blocked = false) {
   const { legacy, native } = splitNative(input.native ?? {});
   return {
     name: input.name,
     data: encodeData(input.data, store.dataFormat),
     status: STATUS.pending,
     attempts: 0,
-    locked_queue_id: runAt === null ? UNLOCKED : delayedLock(store),
-    ...rjqueueLocked(store, runAt !== null),
+    locked_queue_id: blocked ? blockedLock(store) : runAt === null ? UNLOCKED : delayedLock(store),
+    ...rjqueueLocked(store, blocked || runAt !== null),
     created_at: sqlDate(store, now),
     updated_at: sqlDate(store, now),
     ...legacy,
@@ -138,6 +161,7 @@ export function enqueueRow(store: Store, queue: string, input: NormalizedEnqueue
     [SY.uniqueKey]: input.uniqueKey ?? null,
     [SY.uniqueSlot]: input.uniqueKey ?? null,
     [SY.tags]: input.tags.length > 0 ? JSON.stringify(input.tags) : null,
+    [SY.dependsOn]: input.dependsOn.length > 0 ? JSON.stringify(input.dependsOn) : null,
     [SY.native]: Object.keys(native).length > 0 ? JSON.stringify(native) : null,
     [SY.createdMs]: now,
   };
@@ -149,15 +173,17 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
   // An active job's lease belongs to the old store: it arrives waiting, attempts kept.
   const state = job.state === "active" ? "waiting" : job.state;
   const delayed = state === "delayed" && job.runAt !== null && job.runAt > now;
-  const status = state === "waiting" || state === "delayed" ? STATUS.pending : state === "completed" ? STATUS.complete : STATUS.error;
+  const blocked = state === "blocked";
+  const status =
+    state === "waiting" || state === "delayed" || blocked ? STATUS.pending : state === "completed" ? STATUS.complete : STATUS.error;
   const dataFormat = own.data_format === "yaml" ? "yaml" : store.dataFormat;
   return {
     name: job.name,
     data: encodeData(job.data, dataFormat),
     status,
     attempts: job.attempts,
-    locked_queue_id: delayed ? delayedLock(store) : UNLOCKED,
-    ...rjqueueLocked(store, delayed),
+    locked_queue_id: blocked ? blockedLock(store) : delayed ? delayedLock(store) : UNLOCKED,
+    ...rjqueueLocked(store, blocked || delayed),
     created_at: sqlDate(store, job.createdAt),
     updated_at: sqlDate(store, now),
     details: job.error?.message ?? null,
@@ -177,6 +203,7 @@ export function importRow(store: Store, queue: string, job: Job, now: number) {
     [SY.progress]: job.progress === null ? null : JSON.stringify(job.progress),
     [SY.errorGroup]: job.error?.group ?? null,
     [SY.tags]: job.tags.length > 0 ? JSON.stringify(job.tags) : null,
+    [SY.dependsOn]: job.dependsOn.length > 0 ? JSON.stringify(job.dependsOn) : null,
     [SY.native]: Object.keys(native).length > 0 ? JSON.stringify(native) : null,
     [SY.createdMs]: job.createdAt,
     [SY.startedMs]: job.startedAt,
@@ -233,13 +260,19 @@ export function dateMs(value: unknown): number | null {
   return null;
 }
 
-function isTrue(value: boolean | number | null | undefined): boolean {
+/** A boolean column as the drivers return it (SQLite and MySQL answer 1). */
+export function isTrue(value: boolean | number | null | undefined): boolean {
   return value === true || value === 1;
 }
 
 /** The delay marker this dialect writes (see MYSQL_DELAYED_LOCK). */
 export function delayedLock(store: Store): string {
   return store.dialect === "mysql" ? MYSQL_DELAYED_LOCK : DELAYED_LOCK;
+}
+
+/** The dependency marker this dialect writes (see BLOCKED_LOCK). */
+export function blockedLock(store: Store): string {
+  return store.dialect === "mysql" ? MYSQL_BLOCKED_LOCK : BLOCKED_LOCK;
 }
 
 /** The rjqueue `locked` flag to write, when the table has that column (see columns.ts). */

@@ -30,6 +30,8 @@ export function workerQueueProbe(knex: Knex, table: string, dialect: Dialect): P
       completed: ["complete"],
       failed: ["error"],
       canceled: ["error"],
+      // Pending with the blocked marker in locked_queue_id, which the legacy claim never takes.
+      blocked: ["pending"],
     },
   };
 }

@@ -1,6 +1,16 @@
 import type { JobState } from "@switchyard/core";
 import type { Knex } from "knex";
-import { ACTIVE_STATUSES, DELAYED_LOCKS, MAX_ROW_ID, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
+import {
+  ACTIVE_STATUSES,
+  BLOCKED_LOCKS,
+  DELAYED_LOCKS,
+  MARKER_LOCKS,
+  MAX_ROW_ID,
+  RJQUEUE_LOCKED,
+  STATUS,
+  SY,
+  UNLOCKED,
+} from "./columns.js";
 import type { Store } from "./options.js";
 
 type Builder = Knex.QueryBuilder;
@@ -23,11 +33,11 @@ export function whereDue(store: Store, query: Builder, now: number): Builder {
 /** rjqueue sets `locked` before it sets `processing`: a pending row it locked is already taken. */
 function whereNotHeldByRjqueue(store: Store, query: Builder): Builder {
   if (!store.layout.rjqueueLocked) return query;
-  return query.where((q) => q.where(RJQUEUE_LOCKED, false).orWhereNull(RJQUEUE_LOCKED).orWhereIn("locked_queue_id", DELAYED_LOCKS));
+  return query.where((q) => q.where(RJQUEUE_LOCKED, false).orWhereNull(RJQUEUE_LOCKED).orWhereIn("locked_queue_id", MARKER_LOCKS));
 }
 
 function whereHeldByRjqueue(query: Builder): Builder {
-  return query.where("status", STATUS.pending).where(RJQUEUE_LOCKED, true).whereNotIn("locked_queue_id", DELAYED_LOCKS);
+  return query.where("status", STATUS.pending).where(RJQUEUE_LOCKED, true).whereNotIn("locked_queue_id", MARKER_LOCKS);
 }
 
 /** Rows Switchyard handed out whose lease ran out; legacy claims (no lease) are never taken back. */
@@ -46,7 +56,7 @@ export function whereNotActive(store: Store, query: Builder): Builder {
       .whereNot("status", STATUS.pending)
       .orWhere(RJQUEUE_LOCKED, false)
       .orWhereNull(RJQUEUE_LOCKED)
-      .orWhereIn("locked_queue_id", DELAYED_LOCKS),
+      .orWhereIn("locked_queue_id", MARKER_LOCKS),
   );
 }
 
@@ -54,10 +64,10 @@ export function whereState(store: Store, query: Builder, state: JobState, now: n
   switch (state) {
     case "waiting":
       query.where("status", STATUS.pending).where((q) => q.whereNull(SY.runAt).orWhere(SY.runAt, "<=", now));
-      return whereNotHeldByRjqueue(store, query);
+      return whereNotHeldByRjqueue(store, whereNotBlocked(query));
     case "delayed":
       query.where("status", STATUS.pending).where(SY.runAt, ">", now);
-      return whereNotHeldByRjqueue(store, query);
+      return whereNotHeldByRjqueue(store, whereNotBlocked(query));
     case "active":
       if (!store.layout.rjqueueLocked) return query.whereIn("status", ACTIVE_STATUSES);
       return query.where((q) => q.whereIn("status", ACTIVE_STATUSES).orWhere(whereHeldByRjqueue));
@@ -71,9 +81,13 @@ export function whereState(store: Store, query: Builder, state: JobState, now: n
         .where((q) => q.whereNull("status").orWhereNotIn("status", [STATUS.pending, ...ACTIVE_STATUSES, STATUS.complete, "completed"]))
         .where((q) => q.whereNull(SY.canceledMs).orWhereNot("status", STATUS.error));
     case "blocked":
-      // Dependencies are not supported, so no row is ever blocked.
-      return query.whereRaw("1 = 0");
+      return query.where("status", STATUS.pending).whereIn("locked_queue_id", BLOCKED_LOCKS);
   }
+}
+
+/** A pending row's lock may be NULL in a hand-written row (the column has a default): NULL is not blocked. */
+function whereNotBlocked(query: Builder): Builder {
+  return query.where((q) => q.whereNull("locked_queue_id").orWhereNotIn("locked_queue_id", BLOCKED_LOCKS));
 }
 
 /** The row id a job id can name (a positive integer in the id column's range), or null. */

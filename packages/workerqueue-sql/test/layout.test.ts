@@ -171,16 +171,6 @@ for (const dialect of DIALECTS) {
       expect(Number(count?.n)).toBe(1);
     });
 
-    it("dependencies are refused with UnsupportedError, on enqueue and on import, and nothing is written", async () => {
-      const wq = await open();
-      const q = queue();
-      await expect(wq.enqueueBulk(q, [{ name: "a" }, { name: "b", dependsOn: ["1"] }])).rejects.toMatchObject({ code: "UNSUPPORTED" });
-      const { job } = await wq.enqueue(queue(), { name: "source" });
-      await expect(wq.import(q, [{ ...job, state: "blocked", dependsOn: ["x"] }])).rejects.toMatchObject({ code: "UNSUPPORTED" });
-      const [count] = (await db(table).where("sy_queue", q).count({ n: "*" })) as Array<{ n: number | string }>;
-      expect(Number(count?.n)).toBe(0);
-    });
-
     it("pause() is kept in the <table>_paused_queues side table", async () => {
       const wq = await open();
       const q = queue();
