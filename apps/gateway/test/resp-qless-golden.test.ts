@@ -20,13 +20,10 @@ import { type RunningServer, startServer } from "../src/server.js";
  * still differ, so the list cannot rot silently.
  */
 const NOT_ON_SQLITE: Record<string, string> = {
-  // What a SQLite store cannot hold (the door answers 501 naming it).
-  "02-put-options.json": "a put with depends: SQLite has no dependencies",
-  "08-complete-next.json": "complete with next and depends: dependencies",
-  "09-dependencies-release.json": "dependencies",
-  "12-cancel.json": "a put with depends: dependencies",
-  "15-depends-on-off.json": "dependencies",
-  "18-jobs-listing.json": "a put with depends: dependencies",
+  // What a SQLite store cannot hold (the door answers 501 or 400 naming it).
+  "02-put-options.json": "a fractional priority (2.7): core priorities are integers",
+  "15-depends-on-off.json": "depends on/off: a job's dependencies are fixed at enqueue on every store but qless's",
+  "18-jobs-listing.json": "recurring jobs",
   "24-recurring.json": "recurring jobs",
   "25-recurring-backlog-rerecur.json": "recurring jobs",
   // Translated with a known difference (apps/gateway/README.md, qless door).

@@ -13,6 +13,7 @@ import {
 } from "@switchyard/core";
 import { MongoClient } from "mongodb";
 import { type AddedJob, forgetCandidates, releaseAll } from "./candidates.js";
+import { dependentsOf } from "./dependencies.js";
 import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
@@ -138,6 +139,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     setProgress: (queue, id, progress) => run("setProgress", () => setProgress(store, queue, id, progress)),
     get: (queue, id) => run("get", () => getJob(store, queue, id)),
     getMany: (queue: string, ids: string[]) => run("getMany", () => getJobs(store, queue, ids)),
+    dependentsOf: (queue: string, ids: string[]) => run("dependentsOf", () => dependentsOf(store, queue, ids)),
     list: (queue, list) => run("list", () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
     counts: (queue) => run("counts", () => countJobs(store, queue)),
     queues: () => run("queues", () => queueNames(store)),

@@ -1,6 +1,6 @@
 import type { AnyBulkWriteOperation } from "mongodb";
 import { type CloudqDocument, type DocumentId, NATIVE } from "./document.js";
-import { jobFilter } from "./ids.js";
+import { idOf, jobFilter } from "./ids.js";
 import { type Store, update } from "./store.js";
 
 /** The states of a job that has not finished; a dependent waits while any of its parents is in one. */
@@ -66,4 +66,23 @@ export function dependentsProbe(store: Store, queue: string, id: string): AnyBul
       update: update({ $unset: { [PROBE_FIELD]: "" } }),
     },
   };
+}
+
+/** DependentsLookup: for each of `ids`, the blocked jobs of the queue that wait for it, in insertion (`_id`) order. */
+export async function dependentsOf(store: Store, queue: string, ids: string[]): Promise<Map<string, string[]>> {
+  const wanted = new Set(ids);
+  const dependents = new Map<string, string[]>();
+  const waiting = await store.jobs
+    .find(
+      { queue, [store.layout.stateField]: NATIVE.blocked, "switchyard.dependsOn": { $in: ids } },
+      { projection: { _id: 1, "switchyard.id": 1, "switchyard.dependsOn": 1 } },
+    )
+    .sort({ _id: 1 })
+    .toArray();
+  for (const document of waiting) {
+    for (const parent of document.switchyard?.dependsOn ?? []) {
+      if (wanted.has(parent)) dependents.set(parent, [...(dependents.get(parent) ?? []), idOf(document)]);
+    }
+  }
+  return dependents;
 }

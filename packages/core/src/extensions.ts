@@ -34,6 +34,20 @@ export function hasQlessCommands(backend: Backend): backend is Backend & QlessCo
 }
 
 /**
+ * The blocked jobs found from the jobs they wait for: what qless shows as a job's `dependents`. A
+ * store that keeps the link on the waiting job only (a Worker Queue row's `sy_depends_on`) answers
+ * from its own index of blocked jobs, never by reading the whole queue.
+ */
+export interface DependentsLookup {
+  /** For each of `ids`, the blocked jobs of `queue` that wait for it, in enqueue order; an id none waits for is left out. */
+  dependentsOf(queue: string, ids: string[]): Promise<Map<string, string[]>>;
+}
+
+export function hasDependentsLookup(backend: Backend): backend is Backend & DependentsLookup {
+  return typeof (backend as Partial<DependentsLookup>).dependentsOf === "function";
+}
+
+/**
  * Changing a job after it was enqueued, where the store can: what qless's `priority`, `tag add`/
  * `tag remove` and a re-`put` of an existing jid do. A missing job is a NotFoundError.
  */

@@ -74,6 +74,7 @@ const QUEUE_FIRST = new Set([
   "import",
   "getMany",
   "remove",
+  "dependentsOf",
 ]);
 const QUEUE_AND_ID = new Set([
   "heartbeat",
@@ -117,7 +118,7 @@ function checkInputs(adapter: string, operation: string, args: unknown[]): void 
   if (operation === "export" && args[1] !== undefined) parseOrThrow(ExportOptionsSchema, args[1], `${adapter} export options`);
   if (operation === "setPriority") parseOrThrow(PrioritySchema, args[2], `${adapter} priority`);
   if (operation === "setTags") parseOrThrow(TagsSchema, args[2], `${adapter} tags`);
-  if (operation === "getMany" || operation === "remove") {
+  if (operation === "getMany" || operation === "remove" || operation === "dependentsOf") {
     if (!Array.isArray(args[1])) throw new ValidationError(`${adapter}: ${operation} takes an array of ids`);
     for (const id of args[1]) checkText(JobIdSchema, id, adapter);
   }

@@ -4,6 +4,7 @@ import {
   type CompleteOptions,
   type CompletedAndNext,
   DEFAULT_LEASE_MS,
+  type DependentsLookup,
   type EnqueueInput,
   type EnqueueResult,
   type EventWatch,
@@ -36,7 +37,7 @@ import type { JobRow } from "./columns.js";
 import { BLOCKED_LOCK, BLOCKED_LOCKS, MARKER_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
-import { releaseDependents } from "./dependencies.js";
+import { dependentsOf, releaseDependents } from "./dependencies.js";
 import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
@@ -87,7 +88,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunRelease {
+class WorkerQueueBackend implements Backend, DependentsLookup, JobEditing, JobEventFeed, RunRelease {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -309,6 +310,11 @@ class WorkerQueueBackend implements Backend, JobEditing, JobEventFeed, RunReleas
   async setData(queue: string, id: string, data: Json): Promise<Job> {
     await this.ready();
     return setData(this.store, queue, id, data);
+  }
+
+  async dependentsOf(queue: string, ids: string[]): Promise<Map<string, string[]>> {
+    await this.ready();
+    return withRetry("dependentsOf", () => dependentsOf(this.store, queue, ids));
   }
 
   async replace(queue: string, id: string, input: EnqueueInput): Promise<Job> {

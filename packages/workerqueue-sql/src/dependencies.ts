@@ -3,7 +3,7 @@ import { quoted } from "./bulk-insert.js";
 import { BLOCKED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { type Db, findRow, findRows } from "./lookup.js";
 import type { Store } from "./options.js";
-import { blockedLock, delayedLock, isTrue, num, rjqueueLocked, sqlDate } from "./row.js";
+import { blockedLock, delayedLock, isTrue, jobIdOf, num, rjqueueLocked, sqlDate } from "./row.js";
 
 /**
  * Job dependencies on a Worker Queue table. A job that depends on jobs of its queue which have not
@@ -101,6 +101,19 @@ export function markParentsNow(store: Store, queue: string, parents: readonly st
   return store.knex.transaction((trx) => markUnfinishedParents(store, trx, queue, parents));
 }
 
+/** DependentsLookup: for each of `ids`, the blocked jobs of the queue that wait for it, in row order. */
+export async function dependentsOf(store: Store, queue: string, ids: readonly string[]): Promise<Map<string, string[]>> {
+  const wanted = new Set(ids);
+  const dependents = new Map<string, string[]>();
+  for (const row of await blockedOn(store, store.knex, queue, ids)) {
+    for (const parent of dependsOnOf(row)) {
+      if (!wanted.has(parent)) continue;
+      dependents.set(parent, [...(dependents.get(parent) ?? []), jobIdOf(row)]);
+    }
+  }
+  return dependents;
+}
+
 /** Up to this many parents, blockedOn() lets the server filter by LIKE; past it (an import's page), the rows are filtered here. */
 const MOST_LIKES = 20;
 
@@ -113,7 +126,7 @@ const MOST_LIKES = 20;
  */
 async function blockedOn(store: Store, db: Db, queue: string, parents: readonly string[]): Promise<JobRow[]> {
   if (parents.length === 0) return [];
-  const query = blockedRows(db, store).select("id", SY.queue, SY.dependsOn, SY.runAt);
+  const query = blockedRows(db, store).select("id", SY.queue, SY.jobId, SY.dependsOn, SY.runAt).orderBy("id");
   if (parents.length <= MOST_LIKES) {
     const column = quoted(store, SY.dependsOn);
     query.whereRaw(

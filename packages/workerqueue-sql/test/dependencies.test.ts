@@ -1,4 +1,4 @@
-import { hasJobEditing } from "@switchyard/core";
+import { hasDependentsLookup, hasJobEditing } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { DELAYED_LOCK, MYSQL_DELAYED_LOCK } from "../src/index.js";
 import { DIALECTS, useDialectTable } from "./dialects.js";
@@ -38,6 +38,8 @@ for (const dialect of DIALECTS) {
       expect((await wq.counts(q)).blocked).toBe(1);
       expect((await wq.list(q, { state: "blocked" })).items.map((job) => job.id)).toEqual([child.id]);
       expect((await wq.list(q, { state: "waiting" })).items.map((job) => job.id)).toEqual([parent.id]);
+      if (!hasDependentsLookup(wq)) throw new Error("workerqueue-sql declares DependentsLookup");
+      expect(await wq.dependentsOf(q, [parent.id, child.id])).toEqual(new Map([[parent.id, [child.id]]]));
     });
 
     it("the legacy claim passes a blocked job by; the parent's completion unlocks it for every worker", async () => {

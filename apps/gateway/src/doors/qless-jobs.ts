@@ -9,6 +9,7 @@ import {
   LeaseLostError,
   NotFoundError,
   UnsupportedError,
+  hasDependentsLookup,
   hasJobEditing,
   hasJobRemoval,
   hasRunRelease,
@@ -58,6 +59,8 @@ export interface QlessMarks extends RunMarks {
   history?: QlessHistoryEntry[];
   /** The data's text as the client spelled it, given its JSON.stringify text (qless-history.ts). */
   dataText?: (canonical: string) => string | undefined;
+  /** qless's dependency sets as the store holds them (dependencyLinks); else none, and the job's own dependsOn. */
+  links?: DependencyLinks;
 }
 
 /** The job's qless state, with the marks the gateway keeps that the store's state does not say. */
@@ -87,8 +90,8 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     history: marks.history ?? historyOf(job, marks),
     failure: failureOf(job, marks),
     spawned_from_jid: false,
-    dependents: {},
-    dependencies: luaList(job.dependsOn),
+    dependents: luaList(marks.links?.dependents ?? []),
+    dependencies: luaList(marks.links?.dependencies ?? job.dependsOn),
     ...marks.stale,
   };
 }
@@ -144,7 +147,7 @@ type JobView = (job: Job) => Record<string, unknown>;
 
 /** A core job as qless shows it, with what the gateway keeps about it (tracked, timed out) for this backend. */
 export const viewOf =
-  (settings: QlessSettings, backend: Backend): JobView =>
+  (settings: QlessSettings, backend: Backend, links?: Map<Job, DependencyLinks>): JobView =>
   (job) =>
     qlessJob(job, {
       tracked: settings.tracked.has(backend, job.queue, job.id),
@@ -152,10 +155,70 @@ export const viewOf =
       history: settings.history.of(backend, job),
       stale: settings.history.staleOf(backend, job),
       dataText: (canonical) => settings.history.dataTextOf(backend, job, canonical),
+      links: links?.get(job),
       ...settings.runs.of(backend, job),
     });
 
-export const jobList = (jobs: Job[], view: JobView) => (jobs.length > 0 ? jobs.map(view) : {});
+/** Jobs as qless shows them (viewOf), each with its dependency sets read from the store first. */
+export async function jobViews(settings: QlessSettings, backend: Backend, jobs: Job[]): Promise<Array<Record<string, unknown>>> {
+  return jobs.map(viewOf(settings, backend, await dependencyLinks(backend, jobs)));
+}
+
+/** jobViews() as qless answers a list: `{}` when empty, as cjson encodes an empty table. */
+export const jobList = async (settings: QlessSettings, backend: Backend, jobs: Job[]) => luaList(await jobViews(settings, backend, jobs));
+
+/** A job's two qless dependency sets: the jobs waiting for it, and those it still waits for. */
+export interface DependencyLinks {
+  dependents: string[];
+  dependencies: string[];
+}
+
+/**
+ * qless's `dependents` and `dependencies` of each job, as qless keeps them: a job's dependents are
+ * the blocked jobs waiting for it until it completes (then qless deletes the set), read from a store
+ * that can find them (DependentsLookup, one call per queue; none elsewhere); a blocked job's
+ * dependencies are its parents not yet completed (qless removes each as it completes), and a job no
+ * longer blocked has none.
+ */
+async function dependencyLinks(backend: Backend, jobs: Job[]): Promise<Map<Job, DependencyLinks>> {
+  const links = new Map<Job, DependencyLinks>();
+  for (const queue of new Set(jobs.map((job) => job.queue))) {
+    const ofQueue = jobs.filter((job) => job.queue === queue);
+    const unfinished = ofQueue.filter((job) => job.state !== "completed" && !forgotten(job)).map((job) => job.id);
+    const dependents = unfinished.length > 0 && hasDependentsLookup(backend) ? await backend.dependentsOf(queue, unfinished) : new Map();
+    for (const job of ofQueue) {
+      const waitsFor = job.state === "blocked" ? await unfinishedParents(backend, queue, job.dependsOn) : [];
+      links.set(job, { dependents: unfinished.includes(job.id) ? (dependents.get(job.id) ?? []) : [], dependencies: waitsFor });
+    }
+  }
+  return links;
+}
+
+/**
+ * qless's cancel refuses, before it cancels anything, a job that a job not named with it waits for:
+ * the waiting job would be left blocked for good.
+ */
+export async function refuseLoneParents(backend: Backend, queue: string, jids: string[]): Promise<void> {
+  if (!hasDependentsLookup(backend)) return;
+  const jobs = await Promise.all(jids.map((jid) => backend.get(queue, jid)));
+  const links = await dependencyLinks(
+    backend,
+    jobs.filter((job): job is Job => job !== null),
+  );
+  for (const job of links.keys()) {
+    const lone = links.get(job)?.dependents.find((dependent) => !jids.includes(dependent));
+    if (lone !== undefined)
+      throw qlessError("cancel", `Cancel(): ${job.id} is a dependency of ${lone} but is not mentioned to be canceled`);
+  }
+}
+
+async function unfinishedParents(backend: Backend, queue: string, parents: string[]): Promise<string[]> {
+  const found = await Promise.all(parents.map((parent) => backend.get(queue, parent)));
+  return parents.filter((_, i) => {
+    const parent = found[i];
+    return parent !== null && parent !== undefined && parent.state !== "completed" && !forgotten(parent);
+  });
+}
 
 /**
  * A worker's command on a job that `timeout` took from it and nobody popped since: qless's job is

@@ -12,10 +12,10 @@ import {
   failedJobs,
   failureGroup,
   forgotten,
+  jobList,
   moveJob,
   moveable,
   takeFromWorker,
-  viewOf,
 } from "./qless-jobs.js";
 
 /**
@@ -131,15 +131,14 @@ export const STORE_COMMANDS: Record<string, Handler> = {
     const [action, jid] = args.map(String);
     if (action === undefined) {
       // Every tracked job, and the jids of those the store no longer holds.
-      const jobs: Array<Record<string, unknown>> = [];
+      const jobs: Job[] = [];
       const expired: string[] = [];
-      const view = viewOf(settings, backend);
       for (const tracked of settings.tracked.list(backend)) {
         const job = await backend.get(tracked.queue, tracked.jid);
-        if (job && !forgotten(job)) jobs.push(view(job));
+        if (job && !forgotten(job)) jobs.push(job);
         else expired.push(tracked.jid);
       }
-      return { jobs: luaList(jobs), expired: luaList(expired) };
+      return { jobs: await jobList(settings, backend, jobs), expired: luaList(expired) };
     }
     if (jid === undefined) throw qlessError("track", 'Track(): Arg "jid" missing');
     const inQueue = queue === "" ? null : await backend.get(queue, jid);

@@ -30,9 +30,11 @@ import {
   existing,
   forgotten,
   jobList,
+  jobViews,
   jobsOfBackend,
   moveJob,
   prepareAdvance,
+  refuseLoneParents,
   refuseTimedOut,
   remainingRetries,
   stateIn,
@@ -96,7 +98,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
       settings.workers.seen(backend, worker, now);
       settings.promotions.checked(backend, queue, now);
     }
-    return jobList(jobs, viewOf(settings, backend));
+    return jobList(settings, backend, jobs);
   },
   async peek(backend, queue, args, settings) {
     const count = numeric("peek", "Peek", args[1], "count", true);
@@ -104,7 +106,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
     settings.promotions.checked(backend, queue, callerClock.now());
     // qless's order, the claim order: higher priority first, then the earlier put.
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
-    return jobList(waiting.slice(0, Math.floor(count)), viewOf(settings, backend));
+    return jobList(settings, backend, waiting.slice(0, Math.floor(count)));
   },
   async complete(backend, queue, args, settings, notes) {
     const jid = required("complete", "Complete", args, 0, "jid");
@@ -208,22 +210,25 @@ const JOB_COMMANDS: Record<string, Handler> = {
   },
   async get(backend, queue, args, settings) {
     const job = await backend.get(queue, required("get", "Job", args, 0, "jid"));
-    return job && !forgotten(job) ? viewOf(settings, backend)(job) : null;
+    return job && !forgotten(job) ? (await jobViews(settings, backend, [job]))[0] : null;
   },
   async multiget(backend, queue, args, settings) {
     // Missing jids are left out, as qless does.
     const jobs = await Promise.all(args.map((jid) => backend.get(queue, String(jid))));
     return jobList(
+      settings,
+      backend,
       jobs.filter((job): job is Job => job !== null && !forgotten(job)),
-      viewOf(settings, backend),
     );
   },
   async cancel(backend, queue, args, settings) {
     const jids = args.map(String);
+    await refuseLoneParents(backend, queue, jids);
     for (const jid of jids) {
-      // qless cancels what exists and ignores unknown jids; a failed job, which core keeps, is removed
-      // where the store can remove jobs, as qless's cancel deletes it.
+      // qless cancels what exists and ignores unknown jids and completed jobs; a failed job, which
+      // core keeps, is removed where the store can remove jobs, as qless's cancel deletes it.
       const job = await backend.get(queue, jid);
+      if (job?.state === "completed") continue;
       if (job?.state === "failed" && hasJobRemoval(backend)) await backend.remove(queue, [jid]);
       else if (job) await backend.cancel(queue, jid);
       if (job && !forgotten(job)) tellCanceled(settings, backend, job);

@@ -3,7 +3,7 @@ import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
 import { checkJobArgs, luaNumber } from "../doors/qless-args.js";
-import { forgotten } from "../doors/qless-jobs.js";
+import { forgotten, refuseLoneParents } from "../doors/qless-jobs.js";
 import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
 import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
@@ -192,14 +192,30 @@ async function onEachHeldJid(
   return replies;
 }
 
-/** qless's `cancel jid...` off Redis: each jid where a store holds it, the others ignored as qless ignores them; the reply is the jids given. */
+/**
+ * qless's `cancel jid...` off Redis: the jids a store holds, by queue (the others ignored as qless
+ * ignores them), each queue's checked before any is canceled, as qless cancels all or nothing (a job
+ * waits only for jobs of its own queue, so a queue's jids settle who waits for whom); the reply is
+ * the jids given.
+ */
 async function cancelEach(
   context: QlessCallContext,
   access: ReturnType<typeof accessOf>,
   jids: string[],
   now: string | undefined,
 ): Promise<RespValue> {
-  await onEachHeldJid(context, access, "cancel", jids, now);
+  const byQueue = new Map<string, string[]>();
+  for (const jid of jids) {
+    const queue = await context.jids.queueOf(jid);
+    if (queue === undefined) continue;
+    context.authorize(access, queue);
+    byQueue.set(queue, [...(byQueue.get(queue) ?? []), jid]);
+  }
+  for (const [queue, some] of byQueue) await refuseLoneParents(context.router.resolve(queue).backend, queue, some);
+  for (const [queue, some] of byQueue)
+    await onQlessClock(context.qlessClock ?? "caller", now, () =>
+      runTranslated(context.router.resolve(queue).backend, queue, "cancel", some, context.qlessSettings),
+    );
   return asScriptReply("cancel", jids, jids);
 }
 
