@@ -112,6 +112,39 @@ describe.each([
     expect(await get(child)).toBeNull();
   });
 
+  it("a put or an advance waiting on an unfinished job of another queue is refused, writing nothing, never a silent drop", async () => {
+    const { queue, a, b, child } = names();
+    const other = `${queue}-other`;
+    await qless("put", "producer", other, a, "K", "{}", 0);
+    await expect(qless("put", "producer", queue, child, "K", "{}", 0, "depends", JSON.stringify([a]))).rejects.toThrow(
+      `UNSUPPORTED: qless's put with depends of a job in ${queue} on job ${a} of queue ${other}`,
+    );
+    expect(await get(child)).toBeNull();
+    await qless("put", "producer", queue, b, "K", "{}", 0);
+    await qless("pop", queue, "worker", 1);
+    await expect(qless("complete", b, "worker", queue, "{}", "next", queue, "depends", JSON.stringify([a]))).rejects.toThrow(/UNSUPPORTED/);
+    expect(await get(b)).toMatchObject({ state: "running" });
+  });
+
+  it("depends on/off changes what a blocked job waits for where the store can (Worker Queue tables), else 501", async () => {
+    const { queue, a, b, child } = names();
+    await qless("put", "producer", queue, a, "K", "{}", 0);
+    await qless("put", "producer", queue, b, "K", "{}", 0);
+    await qless("put", "producer", queue, child, "K", "{}", 0, "depends", JSON.stringify([a]));
+    if (prefix === "mongo") {
+      await expect(qless("depends", child, "on", b)).rejects.toThrow(/UNSUPPORTED: qless depends on\/off/);
+      return;
+    }
+    expect(await qless("depends", child, "on", b, "missing-jid")).toBe(1);
+    expect(await get(child)).toMatchObject({ state: "depends", dependencies: [a, b] });
+    expect(await get(b)).toMatchObject({ dependents: [child] });
+    await qless("depends", child, "off", a);
+    expect(await get(child)).toMatchObject({ state: "depends", dependencies: [b] });
+    await qless("depends", child, "off", "all");
+    expect(await get(child)).toMatchObject({ state: "waiting", dependencies: {} });
+    await expect(qless("depends", child, "on", a)).rejects.toThrow(`Depends(): Job ${child} not in the depends state: waiting`);
+  });
+
   it("cancel skips a completed job, as qless does, and keeps it", async () => {
     const { queue, a } = names();
     await qless("put", "producer", queue, a, "K", "{}", 0);

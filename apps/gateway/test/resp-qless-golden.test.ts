@@ -22,7 +22,6 @@ import { type RunningServer, startServer } from "../src/server.js";
 const NOT_ON_SQLITE: Record<string, string> = {
   // What a SQLite store cannot hold (the door answers 501 or 400 naming it).
   "02-put-options.json": "a fractional priority (2.7): core priorities are integers",
-  "15-depends-on-off.json": "depends on/off: a job's dependencies are fixed at enqueue on every store but qless's",
   "18-jobs-listing.json": "recurring jobs",
   "24-recurring.json": "recurring jobs",
   "25-recurring-backlog-rerecur.json": "recurring jobs",

@@ -48,6 +48,25 @@ export function hasDependentsLookup(backend: Backend): backend is Backend & Depe
 }
 
 /**
+ * Changing what a blocked job waits for after its enqueue, as qless's `depends on` and `depends off`
+ * do. A job that is not blocked is an InvalidStateError.
+ */
+export interface DependencyEditing {
+  /** The job also waits for these jobs of its queue; a missing or completed one is not waited for, as qless ignores it. */
+  addDependencies(queue: string, id: string, parents: string[]): Promise<Job>;
+  /**
+   * The job no longer waits for these (for any, given "all"); once it waits for no unfinished job it
+   * is waiting at once, its delay dropped, as qless's `depends off` puts it in the work queue.
+   */
+  removeDependencies(queue: string, id: string, parents: string[] | "all"): Promise<Job>;
+}
+
+export function hasDependencyEditing(backend: Backend): backend is Backend & DependencyEditing {
+  const editing = backend as Partial<DependencyEditing>;
+  return typeof editing.addDependencies === "function" && typeof editing.removeDependencies === "function";
+}
+
+/**
  * Changing a job after it was enqueued, where the store can: what qless's `priority`, `tag add`/
  * `tag remove` and a re-`put` of an existing jid do. A missing job is a NotFoundError.
  */

@@ -88,6 +88,8 @@ const QUEUE_AND_ID = new Set([
   "setTags",
   "setData",
   "replace",
+  "addDependencies",
+  "removeDependencies",
 ]);
 
 function checkText(schema: z.ZodType, value: unknown, adapter: string): void {

@@ -4,6 +4,7 @@ import {
   type CompleteOptions,
   type CompletedAndNext,
   DEFAULT_LEASE_MS,
+  type DependencyEditing,
   type DependentsLookup,
   type EnqueueInput,
   type EnqueueResult,
@@ -37,7 +38,7 @@ import type { JobRow } from "./columns.js";
 import { BLOCKED_LOCK, BLOCKED_LOCKS, MARKER_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
 import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
-import { dependentsOf, releaseDependents } from "./dependencies.js";
+import { changeDependencies, dependentsOf, releaseDependents } from "./dependencies.js";
 import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
@@ -88,7 +89,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend, DependentsLookup, JobEditing, JobEventFeed, RunRelease {
+class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup, JobEditing, JobEventFeed, RunRelease {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -315,6 +316,19 @@ class WorkerQueueBackend implements Backend, DependentsLookup, JobEditing, JobEv
   async dependentsOf(queue: string, ids: string[]): Promise<Map<string, string[]>> {
     await this.ready();
     return withRetry("dependentsOf", () => dependentsOf(this.store, queue, ids));
+  }
+
+  async addDependencies(queue: string, id: string, parents: string[]): Promise<Job> {
+    await this.ready();
+    return withRetry("addDependencies", () => changeDependencies(this.store, queue, id, (now) => [...now, ...parents]));
+  }
+
+  async removeDependencies(queue: string, id: string, parents: string[] | "all"): Promise<Job> {
+    await this.ready();
+    const removed = parents === "all" ? () => [] : (now: string[]) => now.filter((parent) => !parents.includes(parent));
+    const job = await withRetry("removeDependencies", () => changeDependencies(this.store, queue, id, removed));
+    if (job.state === "waiting") this.waker.wake(1);
+    return job;
   }
 
   async replace(queue: string, id: string, input: EnqueueInput): Promise<Job> {

@@ -1,9 +1,10 @@
+import { InvalidStateError, type Job, NotFoundError } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import { BLOCKED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { type Db, findRow, findRows } from "./lookup.js";
 import type { Store } from "./options.js";
-import { blockedLock, delayedLock, isTrue, jobIdOf, num, rjqueueLocked, sqlDate } from "./row.js";
+import { blockedLock, delayedLock, isTrue, jobIdOf, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
 
 /**
  * Job dependencies on a Worker Queue table. A job that depends on jobs of its queue which have not
@@ -112,6 +113,42 @@ export async function dependentsOf(store: Store, queue: string, ids: readonly st
     }
   }
   return dependents;
+}
+
+/**
+ * DependencyEditing: the blocked job's parents changed to `change(its parents)`, in one transaction
+ * that marks (and row-locks) every parent it still waits for, as an enqueue does: a parent's
+ * completion then either comes first (and is not waited for) or finds the job waiting for it. Waiting
+ * for no unfinished parent, the job becomes waiting at once, delay dropped (qless's `depends off`).
+ * Its UPDATE is guarded by the blocked marker, so a job released meanwhile is reported as it is.
+ */
+export async function changeDependencies(store: Store, queue: string, id: string, change: (parents: string[]) => string[]): Promise<Job> {
+  const row = await store.knex.transaction(async (trx) => {
+    const found = await findRow(store, trx, queue, id, true);
+    if (!found) throw new NotFoundError(`workerqueue-sql: no job ${id} in queue ${queue}`, { queue, id });
+    const state = stateOf(found, store.now());
+    if (state !== "blocked") {
+      throw new InvalidStateError(`workerqueue-sql: cannot change the dependencies of job ${id}: it is ${state}`, { queue, id, state });
+    }
+    // Only unfinished parents are kept, as qless keeps them in its set (and drops each as it completes).
+    const parents: string[] = [];
+    for (const parent of [...new Set(change(dependsOnOf(found)))].sort()) {
+      if (await markUnfinishedParents(store, trx, queue, [parent])) parents.push(parent);
+    }
+    const released = parents.length > 0 ? {} : { locked_queue_id: UNLOCKED, [SY.runAt]: null, ...rjqueueLocked(store, false) };
+    await trx(store.table)
+      .where("id", found.id)
+      .where("status", STATUS.pending)
+      .whereIn("locked_queue_id", BLOCKED_LOCKS)
+      .update({
+        [SY.dependsOn]: parents.length > 0 ? JSON.stringify(parents) : null,
+        ...released,
+        updated_at: sqlDate(store, store.now()),
+      });
+    return findRow(store, trx, queue, id, true);
+  });
+  if (!row) throw new NotFoundError(`workerqueue-sql: no job ${id} in queue ${queue}`, { queue, id });
+  return rowToJob(store, row);
 }
 
 /** Up to this many parents, blockedOn() lets the server filter by LIKE; past it (an import's page), the rows are filtered here. */

@@ -1,4 +1,4 @@
-import { hasDependentsLookup, hasJobEditing } from "@switchyard/core";
+import { hasDependencyEditing, hasDependentsLookup, hasJobEditing } from "@switchyard/core";
 import { describe, expect, it } from "vitest";
 import { DELAYED_LOCK, MYSQL_DELAYED_LOCK } from "../src/index.js";
 import { DIALECTS, useDialectTable } from "./dialects.js";
@@ -126,6 +126,23 @@ for (const dialect of DIALECTS) {
       await target.reserve(to, { worker: "w" });
       await target.complete(to, parent.id, { worker: "w" });
       expect((await target.get(to, child.id))?.state).toBe("waiting");
+    });
+
+    it("a blocked job's parents change after enqueue: added ones are waited for, and with none unfinished left it runs at once", async () => {
+      const wq = await open();
+      const q = queue();
+      const { job: first } = await wq.enqueue(q, { id: `${q}-first`, name: "first" });
+      const { job: second } = await wq.enqueue(q, { id: `${q}-second`, name: "second" });
+      const { job: child } = await wq.enqueue(q, { id: `${q}-child`, name: "child", dependsOn: [first.id], delay: 60_000 });
+      if (!hasDependencyEditing(wq)) throw new Error("workerqueue-sql declares DependencyEditing");
+      const added = await wq.addDependencies(q, child.id, [second.id, "never-enqueued"]);
+      expect(added).toMatchObject({ state: "blocked", dependsOn: [first.id, second.id] });
+      expect(marked((await rowOf(q, second.id)).sy_has_dependents)).toBe(true);
+      expect((await wq.removeDependencies(q, child.id, [first.id])).state).toBe("blocked");
+      const released = await wq.removeDependencies(q, child.id, "all");
+      expect(released).toMatchObject({ state: "waiting", dependsOn: [] });
+      expect(await rowOf(q, child.id)).toMatchObject({ status: "pending", locked_queue_id: "", sy_run_at: null });
+      await expect(wq.addDependencies(q, child.id, [first.id])).rejects.toMatchObject({ code: "INVALID_STATE" });
     });
 
     it("a job put again in place with dependencies is blocked until they complete", async () => {

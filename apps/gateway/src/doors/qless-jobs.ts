@@ -373,10 +373,25 @@ export async function moveJob(backend: Backend, job: Job, queue: string, input: 
   await takeOut(backend, job);
 }
 
-/** Whether some queue of the store holds `jid` neither finished nor forgotten: a dependency qless keeps. */
-async function unfinished(backend: Backend, jid: string): Promise<boolean> {
-  const found = await Promise.all((await queuesToSearch(backend, jid)).map((queue) => backend.get(queue, jid)));
-  return found.some((job) => job !== null && !forgotten(job) && job.state !== "completed");
+/**
+ * Of qless's `depends` jids for a job going into `queue`, those it would wait on: the ones unfinished
+ * (qless drops unknown and completed jids). A store's dependencies hold within one queue, so a jid
+ * unfinished in another queue only is refused (501) rather than dropped.
+ */
+export async function dependenciesIn(backend: Backend, queue: string, depends: string[], what: string): Promise<string[]> {
+  const kept: string[] = [];
+  for (const jid of depends) {
+    const found = await Promise.all((await queuesToSearch(backend, jid)).map((holder) => backend.get(holder, jid)));
+    const where = found.filter((job): job is Job => job !== null && !forgotten(job) && job.state !== "completed").map((job) => job.queue);
+    if (where.length === 0) continue;
+    if (!where.includes(queue)) {
+      throw new UnsupportedError(
+        `qless's ${what} of a job in ${queue} on job ${jid} of queue ${where[0]}: on ${backend.kind} a job waits only for jobs of its own queue`,
+      );
+    }
+    kept.push(jid);
+  }
+  return kept;
 }
 
 /**
@@ -386,9 +401,7 @@ async function unfinished(backend: Backend, jid: string): Promise<boolean> {
  * changed; its `finish` then moves the completed job on.
  */
 export async function prepareAdvance(backend: Backend, queue: string, jid: string, advance: Advance, data: Json) {
-  const dependsOn: string[] = [];
-  // qless waits only on jids it holds unfinished; the others are dropped, as job.lua drops them.
-  for (const dependency of advance.depends) if (await unfinished(backend, dependency)) dependsOn.push(dependency);
+  const dependsOn = await dependenciesIn(backend, advance.next, advance.depends, "complete with next and depends");
   if (dependsOn.length > 0 && !backend.capabilities.dependencies) throw unsupported("complete with next and depends", queue, backend);
   const job = await existing(backend.get(queue, jid), "Complete", jid);
   const input = putInput(["", advance.next, jid, job.name, JSON.stringify(data), advance.delay], job);

@@ -1,4 +1,12 @@
-import { type Backend, type Job, type Json, UnsupportedError, hasJobDataEditing, hasJobRemoval } from "@switchyard/core";
+import {
+  type Backend,
+  type Job,
+  type Json,
+  UnsupportedError,
+  hasDependencyEditing,
+  hasJobDataEditing,
+  hasJobRemoval,
+} from "@switchyard/core";
 import { callerClock } from "../caller-clock.js";
 import {
   type QlessArgs,
@@ -22,6 +30,7 @@ import {
   type Handler,
   type TranslatedNotes,
   byJid,
+  dependenciesIn,
   editable,
   elsewhere,
   everyJob,
@@ -59,6 +68,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async put(backend, queue, args, settings, notes) {
     // Every argument is checked before the store is read or written.
     const fresh = putInput(args);
+    if (fresh.dependsOn) await dependenciesIn(backend, queue, fresh.dependsOn, "put with depends");
     const jid = String(fresh.id);
     const worker = String(args[0] ?? "");
     const dataText = typeof args[4] === "string" ? args[4] : undefined;
@@ -345,15 +355,27 @@ const JOB_COMMANDS: Record<string, Handler> = {
   },
   async depends(backend, queue, args, settings) {
     // qless changes only a job waiting on others (job.lua): any other job, or none (Lua's HGET of a
-    // missing hash is `false`), is refused in its words; only such a job reaches what this store cannot do.
+    // missing hash is `false`), is refused in its words; such a job's parents change where the store
+    // can change them (DependencyEditing), and only there.
     const jid = String(args[0] ?? "");
     required("depends", "Depends", args, 1, "command");
     const job = jid === "" ? null : await backend.get(queue, jid);
     const state = job && !forgotten(job) ? stateIn(settings, backend)(job) : "false";
     if (state !== "depends") throw qlessError("depends", `Depends(): Job ${jid} not in the depends state: ${state}`);
-    throw new UnsupportedError(
-      `qless depends on/off needs a backend whose dependencies can change after enqueue; queue ${queue} is on ${backend.kind}, which fixes them at enqueue`,
-    );
+    const [command, ...jids] = args.slice(1).map(String);
+    if (command !== "on" && command !== "off") throw qlessError("depends", 'Depends(): Argument "command" must be "on" or "off"');
+    if (!hasDependencyEditing(backend)) {
+      throw new UnsupportedError(
+        `qless depends on/off needs a backend whose dependencies can change after enqueue; queue ${queue} is on ${backend.kind}, which fixes them at enqueue`,
+      );
+    }
+    if (command === "on") await backend.addDependencies(queue, jid, await dependenciesIn(backend, queue, jids, "depends on"));
+    else {
+      const after = await backend.removeDependencies(queue, jid, jids[0] === "all" ? "all" : jids);
+      // Released, it is waiting at once, whatever delay its put had (job.lua adds it to the work queue).
+      if (after.state !== "blocked") settings.promotions.scheduled(backend, queue, jid, null);
+    }
+    return 1;
   },
   async length(backend, queue) {
     const counts = await backend.counts(queue);
