@@ -14,6 +14,9 @@ export const STATUS = {
   error: "error",
 } as const;
 
+/** The statuses of a completed job: `completed` is the stale README's word; no daemon writes it, but a hand-written row might. */
+export const COMPLETE_STATUSES: string[] = [STATUS.complete, "completed"];
+
 /** The statuses a legacy or Switchyard worker holds a job in. */
 export const ACTIVE_STATUSES = [STATUS.loading, STATUS.processing];
 

@@ -1,7 +1,7 @@
 import { InvalidStateError, type Job, NotFoundError } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
-import { BLOCKED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
+import { BLOCKED_LOCKS, COMPLETE_STATUSES, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
 import { type Db, findRow, findRows } from "./lookup.js";
 import type { Store } from "./options.js";
 import { blockedLock, delayedLock, isTrue, jobIdOf, num, rjqueueLocked, rowToJob, sqlDate, stateOf } from "./row.js";
@@ -16,8 +16,6 @@ import { blockedLock, delayedLock, isTrue, jobIdOf, num, rjqueueLocked, rowToJob
  * is retried and completes, as qless and the Cloudq adapter do. A parent completed by a legacy
  * daemon (which knows nothing of the marks) releases nothing.
  */
-
-const COMPLETE_STATUSES = [STATUS.complete, "completed"];
 
 const isComplete = (row: JobRow) => COMPLETE_STATUSES.includes(row.status ?? "");
 
@@ -49,9 +47,6 @@ export async function markUnfinishedParents(
   }
   return blocked;
 }
-
-/** Whether any job of `jobs` depends on a job of its queue. */
-export const anyDependencies = (jobs: ReadonlyArray<{ dependsOn: readonly string[] }>) => jobs.some((job) => job.dependsOn.length > 0);
 
 /**
  * After `completed` (job ids of `queue`) completed: each blocked job of the queue that waits for one
@@ -163,7 +158,7 @@ const MOST_LIKES = 20;
  */
 async function blockedOn(store: Store, db: Db, queue: string, parents: readonly string[]): Promise<JobRow[]> {
   if (parents.length === 0) return [];
-  const query = blockedRows(db, store).select("id", SY.queue, SY.jobId, SY.dependsOn, SY.runAt).orderBy("id");
+  const query = blockedRows(store, db).select("id", SY.queue, SY.jobId, SY.dependsOn, SY.runAt).orderBy("id");
   if (parents.length <= MOST_LIKES) {
     const column = quoted(store, SY.dependsOn);
     query.whereRaw(
@@ -181,7 +176,7 @@ async function blockedOn(store: Store, db: Db, queue: string, parents: readonly 
  * The table's blocked rows (see blockedOn), by the one marker this dialect writes: given both
  * spellings, PostgreSQL read every pending row in the index and filtered the marker.
  */
-function blockedRows(db: Db, store: Store): Knex.QueryBuilder {
+function blockedRows(store: Store, db: Db): Knex.QueryBuilder {
   return db(store.table).where("status", STATUS.pending).where("locked_queue_id", blockedLock(store));
 }
 
@@ -211,7 +206,7 @@ export async function markImportedParents(
 ): Promise<void> {
   if (jobs.length === 0) return;
   const parents = new Set(jobs.flatMap((job) => (job.state === "blocked" ? job.dependsOn : [])));
-  if ((await blockedRows(trx, store).select("id").limit(1)).length > 0) {
+  if ((await blockedRows(store, trx).select("id").limit(1)).length > 0) {
     const imported = jobs.map((job) => job.id);
     for (const waiting of await blockedOn(store, trx, queue, imported)) for (const parent of dependsOnOf(waiting)) parents.add(parent);
   }

@@ -15,7 +15,7 @@ import type { Knex } from "knex";
 import { insertPlain, insertReturning, insertSkippingConflicts } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, type JobRow, STATUS, SY } from "./columns.js";
 import { isUniqueViolation, withRetry } from "./db-errors.js";
-import { anyDependencies, markImportedParents, markUnfinishedParents } from "./dependencies.js";
+import { markImportedParents, markUnfinishedParents } from "./dependencies.js";
 import type { EnqueueBurst } from "./enqueue-burst.js";
 import { type Db, findByUniqueKey, findByUniqueKeys, findRow, findRows, rowById } from "./lookup.js";
 import type { Store } from "./options.js";
@@ -63,7 +63,7 @@ export async function enqueueNormalized(store: Store, queue: string, normalized:
 export async function enqueueMany(store: Store, queue: string, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
   const normalized = inputs.map(normalize);
   const results = await withRetry("enqueueBulk", async () => {
-    if (store.layout.insertReturning && !normalized.some(mayNameARowId) && !anyDependencies(normalized)) {
+    if (store.layout.insertReturning && !normalized.some((input) => mayNameARowId(input) || input.dependsOn.length > 0)) {
       try {
         const fast = await store.knex.transaction((trx) => insertBulk(store, trx, queue, normalized));
         if (fast) return fast;

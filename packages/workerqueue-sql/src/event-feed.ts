@@ -8,7 +8,7 @@ import {
   pause,
   watchInRounds,
 } from "@switchyard/core";
-import { ACTIVE_STATUSES, type JobRow, STATUS } from "./columns.js";
+import { ACTIVE_STATUSES, COMPLETE_STATUSES, type JobRow, STATUS } from "./columns.js";
 import type { Store } from "./options.js";
 import { dateMs, jobIdOf, sqlDate, stateOf } from "./row.js";
 
@@ -71,7 +71,7 @@ const STATUSES_AFTER: ReadonlyMap<JobEventType, readonly string[]> = new Map([
   ["delayed", [STATUS.pending]],
   ["retrying", [STATUS.pending]],
   ["active", [...ACTIVE_STATUSES, STATUS.pending]],
-  ["completed", [STATUS.complete, "completed"]],
+  ["completed", COMPLETE_STATUSES],
   ["failed", [STATUS.error]],
   ["canceled", [STATUS.error]],
 ]);

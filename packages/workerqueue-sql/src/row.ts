@@ -12,6 +12,7 @@ import {
   ACTIVE_STATUSES,
   BLOCKED_LOCK,
   BLOCKED_LOCKS,
+  COMPLETE_STATUSES,
   DELAYED_LOCK,
   type JobRow,
   MARKER_LOCKS,
@@ -50,8 +51,7 @@ export function stateOf(row: JobRow, now: number): JobState {
     return runAt !== null && runAt > now ? "delayed" : "waiting";
   }
   if ((ACTIVE_STATUSES as string[]).includes(status)) return "active";
-  // `completed` is the stale README's word; no daemon writes it, but a hand-written row might.
-  if (status === STATUS.complete || status === "completed") return "completed";
+  if (COMPLETE_STATUSES.includes(status)) return "completed";
   if (status === STATUS.error && num(row.sy_canceled_ms) !== null) return "canceled";
   return "failed";
 }

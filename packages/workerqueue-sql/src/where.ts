@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import {
   ACTIVE_STATUSES,
   BLOCKED_LOCKS,
+  COMPLETE_STATUSES,
   DELAYED_LOCKS,
   MARKER_LOCKS,
   MAX_ROW_ID,
@@ -72,13 +73,13 @@ export function whereState(store: Store, query: Builder, state: JobState, now: n
       if (!store.layout.rjqueueLocked) return query.whereIn("status", ACTIVE_STATUSES);
       return query.where((q) => q.whereIn("status", ACTIVE_STATUSES).orWhere(whereHeldByRjqueue));
     case "completed":
-      return query.whereIn("status", [STATUS.complete, "completed"]);
+      return query.whereIn("status", COMPLETE_STATUSES);
     case "canceled":
       return query.where("status", STATUS.error).whereNotNull(SY.canceledMs);
     case "failed":
       // Everything stateOf() does not place elsewhere, unknown statuses included.
       return query
-        .where((q) => q.whereNull("status").orWhereNotIn("status", [STATUS.pending, ...ACTIVE_STATUSES, STATUS.complete, "completed"]))
+        .where((q) => q.whereNull("status").orWhereNotIn("status", [STATUS.pending, ...ACTIVE_STATUSES, ...COMPLETE_STATUSES]))
         .where((q) => q.whereNull(SY.canceledMs).orWhereNot("status", STATUS.error));
     case "blocked":
       return query.where("status", STATUS.pending).whereIn("locked_queue_id", BLOCKED_LOCKS);
