@@ -90,6 +90,7 @@ async function run(variant: Variant): Promise<Figures> {
     await backend.close();
     await admin.schema.dropTableIfExists(table);
     await admin.schema.dropTableIfExists(`${table}_paused_queues`);
+    await admin.schema.dropTableIfExists(`${table}_sy_recurring`);
   }
 }
 

@@ -114,6 +114,7 @@ if (pg) {
   for (const table of tables) {
     await pg.schema.dropTableIfExists(table);
     await pg.schema.dropTableIfExists(`${table}_paused_queues`);
+    await pg.schema.dropTableIfExists(`${table}_sy_recurring`);
   }
   await pg.destroy();
 }

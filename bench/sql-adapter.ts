@@ -162,6 +162,7 @@ async function benchDialect(dialect: Dialect) {
       const knex = knexFactory({ client: dialect === "postgres" ? "pg" : "mysql2", connection: url });
       await knex.schema.dropTableIfExists(table);
       await knex.schema.dropTableIfExists(`${table}_paused_queues`);
+      await knex.schema.dropTableIfExists(`${table}_sy_recurring`);
       if (dialect === "postgres") await knex.raw(`drop function if exists ${table}_sy_notify()`);
       await knex.destroy();
     }

@@ -100,6 +100,7 @@ function sqlStore(name: "sqlite" | "postgres" | "mysql"): StoreUnderTest {
     async dispose() {
       await db().schema.dropTableIfExists(table);
       await db().schema.dropTableIfExists(`${table}_paused_queues`);
+      await db().schema.dropTableIfExists(`${table}_sy_recurring`);
       await db().destroy();
       if (dir) rmSync(dir, { recursive: true, force: true });
     },

@@ -46,6 +46,7 @@ for (const dialect of DIALECTS) {
         await Promise.all(backends.map((b) => b.close()));
         await db.schema.dropTableIfExists(table);
         await db.schema.dropTableIfExists(`${table}_paused_queues`);
+        await db.schema.dropTableIfExists(`${table}_sy_recurring`);
       });
       return { table, backend, legacy: new LegacySql(db, dialect, table) };
     }

@@ -42,6 +42,7 @@ afterAll(async () => {
   await Promise.all(stores.map((store) => store.close()));
   await pg.schema.dropTableIfExists(table);
   await pg.schema.dropTableIfExists(`${table}_paused_queues`);
+  await pg.schema.dropTableIfExists(`${table}_sy_recurring`);
   await pg.destroy();
 });
 

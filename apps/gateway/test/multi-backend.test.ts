@@ -34,6 +34,7 @@ routes:
     await gateway?.close();
     await pg.schema.dropTableIfExists(table);
     await pg.schema.dropTableIfExists(`${table}_paused_queues`);
+    await pg.schema.dropTableIfExists(`${table}_sy_recurring`);
     await pg.destroy();
     rmSync(dir, { recursive: true, force: true });
   });

@@ -54,6 +54,7 @@ afterAll(async () => {
   await server?.close();
   await pg.schema.dropTableIfExists(table);
   await pg.schema.dropTableIfExists(`${table}_paused_queues`);
+  await pg.schema.dropTableIfExists(`${table}_sy_recurring`);
   await pg.destroy();
   const mongo = await new MongoClient(serviceUrl("mongo")).connect();
   await mongo.db(mongoDatabase).dropDatabase();

@@ -6,6 +6,8 @@ import {
   type EnqueueInput,
   type EnqueueResult,
   type JobEventFeed,
+  type Recurrence,
+  type RecurringJobs,
   type ReserveOptions,
   ValidationError,
   guardBackend,
@@ -17,9 +19,10 @@ import { dependentsOf } from "./dependencies.js";
 import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
-import { ensureIndexes } from "./indexes.js";
+import { RECURRING_INDEXES, ensureIndexes, indexesFor } from "./indexes.js";
 import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from "./options.js";
 import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames, queuesHolding } from "./reads.js";
+import { advanceRecurrence, findRecurrence, putRecurrence, queueRecurrences, removeRecurrence } from "./recurring.js";
 import { type ClaimRequest, completeAndClaim, notePaused, reserveJobs } from "./reserve.js";
 import { type Store, guarded } from "./store.js";
 import { cancel, complete, fail, heartbeat, removeJobs, setProgress } from "./transitions.js";
@@ -48,7 +51,7 @@ export function capabilitiesFor(layout: Pick<ResolvedLayout, "completion">): Cap
  * A Backend on the Cloudq document layout, sharing `cloudq.jobs` with the Ruby and Node Mongo-era
  * servers. Pass a connection string (the backend owns the client) or a MongoClient you own.
  */
-export function createCloudqBackend(options: CloudqBackendOptions): Backend & JobEventFeed {
+export function createCloudqBackend(options: CloudqBackendOptions): Backend & JobEventFeed & RecurringJobs {
   const layout = resolveLayout(options);
   const owned = options.client === undefined;
   const client = options.client ?? new MongoClient(options.url as string);
@@ -56,6 +59,7 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
   const store: Store = {
     jobs: db.collection(layout.collection),
     paused: db.collection(layout.pausedCollection),
+    recurring: db.collection(layout.recurringCollection),
     claims: db.collection(layout.claimsCollection),
     layout,
     now: options.clock ?? Date.now,
@@ -65,7 +69,10 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
   const ready = (): Promise<void> => {
     readyOnce ??= guarded("connecting", async () => {
       await client.connect();
-      if (layout.createIndexes) await ensureIndexes(store.jobs, layout.stateField);
+      if (layout.createIndexes) {
+        await ensureIndexes(store.jobs, indexesFor(layout.stateField));
+        await ensureIndexes(store.recurring, RECURRING_INDEXES);
+      }
     }).catch((error: unknown) => {
       readyOnce = undefined;
       throw error;
@@ -155,6 +162,12 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
         notePaused(store, queue, false);
       }),
     isPaused: (queue) => run("isPaused", async () => (await store.paused.countDocuments({ _id: queue }, { limit: 1 })) > 0),
+    putRecurrence: (recurrence: Recurrence) => run("putRecurrence", () => putRecurrence(store, recurrence)),
+    recurrence: (id: string) => run("recurrence", () => findRecurrence(store, id)),
+    recurrences: (queue: string) => run("recurrences", () => queueRecurrences(store, queue)),
+    removeRecurrence: (id: string) => run("removeRecurrence", () => removeRecurrence(store, id)),
+    advanceRecurrence: (id: string, seen: number, count: number, nextAt: number) =>
+      run("advanceRecurrence", () => advanceRecurrence(store, id, seen, count, nextAt)),
     export: (queue, page = {}) => run("export", () => pageJobs(store, { queue }, page.limit, page.cursor)),
     import: (queue, jobs) =>
       run("import", async () => {

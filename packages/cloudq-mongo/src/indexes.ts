@@ -1,5 +1,4 @@
-import type { Collection, IndexDescription } from "mongodb";
-import type { CloudqDocument } from "./document.js";
+import type { Collection, Document, IndexDescription } from "mongodb";
 import type { StateField } from "./options.js";
 import { reserveSort } from "./queries.js";
 
@@ -31,20 +30,27 @@ export function indexesFor(stateField: StateField): IndexDescription[] {
 }
 
 /**
+ * The index of the recurring jobs' side collection: recurrences() of a queue in order, next due
+ * first, ties by `_id` (the simple collation compares strings byte by byte, as Redis orders a
+ * sorted set's ties).
+ */
+export const RECURRING_INDEXES: IndexDescription[] = [{ name: "switchyard_recurring_queue_next", key: { queue: 1, nextAt: 1, _id: 1 } }];
+
+/**
  * Creates the indexes that are missing, one createIndexes command each. Asking the server to
  * create an index that exists is a no-op on MongoDB, but FerretDB 1.24 drops the connection when
  * one createIndexes command names several existing indexes, so existing names are skipped here.
  */
-export async function ensureIndexes(jobs: Collection<CloudqDocument>, stateField: StateField): Promise<void> {
+export async function ensureIndexes<T extends Document>(collection: Collection<T>, indexes: IndexDescription[]): Promise<void> {
   const existing = new Set(
     (
-      await jobs
+      await collection
         .listIndexes()
         .toArray()
         .catch(() => [])
     ).map((index) => String(index.name)),
   );
-  for (const index of indexesFor(stateField)) {
-    if (!existing.has(index.name as string)) await jobs.createIndexes([index]);
+  for (const index of indexes) {
+    if (!existing.has(index.name as string)) await collection.createIndexes([index]);
   }
 }

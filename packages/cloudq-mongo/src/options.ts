@@ -20,6 +20,8 @@ export const LayoutOptionsSchema = z.strictObject({
   collection: z.string().min(1).default("cloudq.jobs"),
   /** Side collection holding one `{_id: <queue>}` document per paused queue (legacy servers ignore it). */
   pausedCollection: z.string().min(1).default("cloudq.paused"),
+  /** Side collection of recurring jobs' definitions, one document per recurrence (see recurring.ts; legacy servers ignore it). */
+  recurringCollection: z.string().min(1).default("cloudq.recurring"),
   /** Side collection of short-lived claim tokens that make reserve exclusive on any server (see reserve.ts). */
   claimsCollection: z.string().min(1).default("cloudq.claims"),
   /**

@@ -2,11 +2,14 @@ import { BackendUnavailableError, ValidationError, isConnectionError } from "@sw
 import type { Collection, UpdateFilter } from "mongodb";
 import type { CloudqDocument } from "./document.js";
 import type { ResolvedLayout } from "./options.js";
+import type { RecurrenceDocument } from "./recurring.js";
 
-/** What every operation works on: the shared jobs collection, the pause side collection, the layout. */
+/** What every operation works on: the shared jobs collection, the side collections, the layout. */
 export interface Store {
   readonly jobs: Collection<CloudqDocument>;
   readonly paused: Collection<{ _id: string; pausedAt: Date }>;
+  /** Recurring jobs' definitions (core's RecurringJobs), one document per recurrence. */
+  readonly recurring: Collection<RecurrenceDocument>;
   /** Claim tokens `{_id: "<job _id>:<attempt>", at}`; see reserve.ts. Empty between claims. */
   readonly claims: Collection<{ _id: string; at: Date }>;
   readonly layout: ResolvedLayout;

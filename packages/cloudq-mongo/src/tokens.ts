@@ -54,6 +54,21 @@ export async function takeTokens<
 }
 
 /**
+ * Takes one token by itself, as recurring.ts guards its compare-and-set; false when another holds
+ * it. The caller gives it back (releaseTokens) once its write is done.
+ */
+export async function takeToken(store: Store, id: string): Promise<boolean> {
+  await sweepTokens(store);
+  try {
+    await store.claims.insertOne({ _id: id, at: new Date() });
+    return true;
+  } catch (error) {
+    if (isDuplicateKey(error)) return false;
+    throw error;
+  }
+}
+
+/**
  * Gives tokens back. In the background unless `wait` (a failed claim, close()): a token that
  * fails to go is swept later, and meanwhile only keeps other reservers off that attempt.
  */

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Backend } from "@switchyard/core";
 import { MongoClient } from "mongodb";
 import { afterAll, beforeAll } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
@@ -29,7 +28,7 @@ export async function rawClient(): Promise<MongoClient> {
 export function useCloudqDatabase(prefix: string, queuePrefix: string) {
   const database = testDatabase(prefix);
   let client: MongoClient | undefined;
-  let backend: Backend | undefined;
+  let backend: ReturnType<typeof createCloudqBackend> | undefined;
   beforeAll(async () => {
     client = await rawClient();
     backend = createCloudqBackend({ url: mongoUrl(), database });

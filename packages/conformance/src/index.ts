@@ -12,6 +12,7 @@ import { leaseSuite } from "./suites/leases.js";
 import { listingSuite } from "./suites/listing.js";
 import { pauseSuite } from "./suites/pause.js";
 import { progressSuite } from "./suites/progress.js";
+import { recurringSuite } from "./suites/recurring.js";
 import { removalSuite } from "./suites/removal.js";
 import { reserveSuite } from "./suites/reserve.js";
 import { delaySuite, dependencySuite, prioritySuite } from "./suites/scheduling.js";
@@ -54,6 +55,7 @@ export function runConformance(options: ConformanceOptions): void {
   progressSuite(options);
   editingSuite(options);
   removalSuite(options);
+  recurringSuite(options);
   exportImportSuite(options);
   concurrencySuite(options);
   unreachableSuite(options);

@@ -4,6 +4,7 @@ import { BackendUnavailableError, ValidationError, isSwitchyardError } from "./e
 import { ExportOptionsSchema, JobIdSchema, ListOptionsSchema, QueueNameSchema, ReserveOptionsSchema } from "./inputs.js";
 import { PrioritySchema, TagsSchema } from "./job.js";
 import { wrapMethods } from "./methods.js";
+import { RecurrenceSchema } from "./recurrence.js";
 import { parseOrThrow } from "./validate.js";
 
 /** Node's socket error codes, and the drivers' own, for a server that is gone or unreachable. */
@@ -75,6 +76,7 @@ const QUEUE_FIRST = new Set([
   "getMany",
   "remove",
   "dependentsOf",
+  "recurrences",
 ]);
 const QUEUE_AND_ID = new Set([
   "heartbeat",
@@ -91,6 +93,8 @@ const QUEUE_AND_ID = new Set([
   "addDependencies",
   "removeDependencies",
 ]);
+/** Operations on recurring jobs, whose ids are the store's, not a queue's. */
+const RECURRENCE_ID_FIRST = new Set(["recurrence", "removeRecurrence", "advanceRecurrence"]);
 
 function checkText(schema: z.ZodType, value: unknown, adapter: string): void {
   const parsed = schema.safeParse(value);
@@ -114,6 +118,8 @@ function checkQueueName(value: unknown, adapter: string): void {
 function checkInputs(adapter: string, operation: string, args: unknown[]): void {
   if (QUEUE_FIRST.has(operation) || QUEUE_AND_ID.has(operation)) checkQueueName(args[0], adapter);
   if (QUEUE_AND_ID.has(operation)) checkText(JobIdSchema, args[1], adapter);
+  if (RECURRENCE_ID_FIRST.has(operation)) checkText(JobIdSchema, args[0], adapter);
+  if (operation === "putRecurrence") parseOrThrow(RecurrenceSchema, args[0], `${adapter} recurrence`);
   if (operation === "reserve") parseOrThrow(ReserveOptionsSchema, args[1], `${adapter} reserve options`);
   if (operation === "completeAndReserve") parseOrThrow(ReserveOptionsSchema, args[3], `${adapter} reserve options`);
   if (operation === "list") parseOrThrow(ListOptionsSchema, args[1], `${adapter} list options`);

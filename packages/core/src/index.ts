@@ -7,6 +7,7 @@ export * from "./migrate.js";
 export * from "./checksum.js";
 export * from "./adapter.js";
 export * from "./extensions.js";
+export * from "./recurrence.js";
 export * from "./guard.js";
 export * from "./methods.js";
 export * from "./group-commit.js";

@@ -23,6 +23,8 @@ import {
   type Page,
   type QlessCommands,
   type QlessReply,
+  type Recurrence,
+  type RecurringJobs,
   type ReserveOptions,
   UnsupportedError,
   ValidationError,
@@ -50,6 +52,7 @@ import {
   toImportRecord,
 } from "./job-mapping.js";
 import { type QlessBackendOptions, resolveOptions } from "./options.js";
+import { type RecurrenceFields, fromRecurrenceFields, recurrenceArgs } from "./recurring.js";
 import { QlessScriptError, callQless, formatNow, qlessScript } from "./script.js";
 
 /** As many single enqueues as one bulk share a script call at most. */
@@ -332,6 +335,28 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
       return list((await call("switchyard.queues")) as string[]);
     },
 
+    async putRecurrence(recurrence: Recurrence) {
+      await call("switchyard.put-recurrence", ...recurrenceArgs(recurrence));
+    },
+
+    async recurrence(id: string) {
+      const [fields] = JSON.parse((await call("switchyard.recurrence", id)) as string) as [RecurrenceFields | false];
+      return fields ? fromRecurrenceFields(fields) : null;
+    },
+
+    async recurrences(queue: string) {
+      const found = JSON.parse((await call("switchyard.recurrences", queue)) as string) as RecurrenceFields[] | object;
+      return Array.isArray(found) ? found.map(fromRecurrenceFields) : [];
+    },
+
+    async removeRecurrence(id: string) {
+      return (await call("switchyard.remove-recurrence", id)) === 1;
+    },
+
+    async advanceRecurrence(id: string, seen: number, count: number, nextAt: number) {
+      return (await call("switchyard.advance-recurrence", id, seen, count, nextAt / 1000)) === 1;
+    },
+
     async pause(queue: string) {
       await call("pause", queue);
     },
@@ -387,4 +412,4 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 }
 
 /** The core Backend plus qless's command API, which the gateway's qless door discovers. */
-export interface QlessBackend extends Backend, QlessCommands, JobRemoval, JobEventFeed {}
+export interface QlessBackend extends Backend, QlessCommands, JobRemoval, JobEventFeed, RecurringJobs {}

@@ -157,6 +157,8 @@ export interface ImportRecord {
   history: string[];
   failure: string;
   depends: string[];
+  /** The recurring job that spawned it (qless's `spawned_from_jid`; '' for none). */
+  spawned: string;
   meta: string;
   /** The unique key to register in `ql:sy:unique:<queue>` ('' for none). */
   unique: string;
@@ -186,6 +188,7 @@ interface QlessRecordFields {
   failure?: { group?: string; message?: string; when?: number; worker?: string };
   worker?: string;
   expires?: number;
+  spawned_from_jid?: string | false;
 }
 
 /** Whether a client's JSON text holds the value `json` (JSON.stringify'd) holds. */
@@ -286,6 +289,7 @@ export function toImportRecord(job: Job, queue: string, defaultGroup: string): I
     failure:
       job.state === "failed" || job.error ? failureField(job, homeRecord ? nativeQless?.failure : undefined, defaultGroup, finished) : "",
     depends: job.dependsOn,
+    spawned: typeof nativeQless?.spawned_from_jid === "string" ? nativeQless.spawned_from_jid : "",
     meta: homeMeta(nativeQless, meta) ?? (Object.keys(meta).length > 0 ? JSON.stringify(meta) : ""),
     unique: job.uniqueKey ?? "",
     result: job.result === null ? "" : JSON.stringify(job.result),

@@ -22,6 +22,8 @@ import {
   type ListOptions,
   type NormalizedEnqueueInput,
   type Page,
+  type Recurrence,
+  type RecurringJobs,
   type ReserveOptions,
   type RunRelease,
   type StoreEvent,
@@ -49,6 +51,7 @@ import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
 import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
 import { PostgresQueueLookup } from "./postgres-lookup.js";
+import { advanceRecurrence, findRecurrence, putRecurrence, queueRecurrences, removeRecurrence } from "./recurring.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { hasDependents, rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
@@ -89,7 +92,7 @@ export function createWorkerQueueBackend(options: WorkerQueueBackendOptions): Ba
   return guardBackend("workerqueue-sql", new WorkerQueueBackend(options));
 }
 
-class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup, JobEditing, JobEventFeed, RunRelease {
+class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup, JobEditing, JobEventFeed, RecurringJobs, RunRelease {
   readonly kind: string;
   readonly capabilities = WORKERQUEUE_CAPABILITIES;
   private readonly store: Store;
@@ -329,6 +332,31 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
     const job = await withRetry("removeDependencies", () => changeDependencies(this.store, queue, id, removed));
     if (job.state === "waiting") this.waker.wake(1);
     return job;
+  }
+
+  async putRecurrence(recurrence: Recurrence): Promise<void> {
+    await this.ready();
+    await withRetry("putRecurrence", () => putRecurrence(this.store, recurrence));
+  }
+
+  async recurrence(id: string): Promise<Recurrence | null> {
+    await this.ready();
+    return withRetry("recurrence", () => findRecurrence(this.store, id));
+  }
+
+  async recurrences(queue: string): Promise<Recurrence[]> {
+    await this.ready();
+    return withRetry("recurrences", () => queueRecurrences(this.store, queue));
+  }
+
+  async removeRecurrence(id: string): Promise<boolean> {
+    await this.ready();
+    return withRetry("removeRecurrence", () => removeRecurrence(this.store, id));
+  }
+
+  async advanceRecurrence(id: string, seen: number, count: number, nextAt: number): Promise<boolean> {
+    await this.ready();
+    return withRetry("advanceRecurrence", () => advanceRecurrence(this.store, id, seen, count, nextAt));
   }
 
   async replace(queue: string, id: string, input: EnqueueInput): Promise<Job> {

@@ -63,6 +63,8 @@ export interface Store {
   readonly table: string;
   /** Side table of paused queue names. */
   readonly pausedTable: string;
+  /** Side table of recurring jobs' definitions (recurring.ts). */
+  readonly recurringTable: string;
   /** Settled by ready() when the option was not given: `yaml` on an rjqueue table, else `json`. */
   dataFormat: DataFormat;
   /** Whether `dataFormat` was given (then ready() leaves it alone). */
@@ -111,6 +113,7 @@ export function resolveStore(options: WorkerQueueBackendOptions): { store: Store
     dialect: dialectOf(knex),
     table,
     pausedTable: `${table}_paused_queues`,
+    recurringTable: `${table}_sy_recurring`,
     dataFormat,
     dataFormatGiven: options.dataFormat !== undefined,
     defaultQueue: options.defaultQueue ?? "default",

@@ -3,6 +3,7 @@ import type { Knex } from "knex";
 import { ACTIVE_STATUSES, RJQUEUE_LOCKED, STATUS, SY, UNLOCKED } from "./columns.js";
 import { installChangeTrigger } from "./event-feed.js";
 import type { Dialect, Store } from "./options.js";
+import { createRecurringTable } from "./recurring.js";
 
 type ColumnAdder = (table: Knex.CreateTableBuilder) => void;
 
@@ -198,6 +199,7 @@ async function ensureSchemaOnce(store: Store): Promise<void> {
       t.bigInteger("paused_ms").notNullable();
     });
   }
+  await createRecurringTable(store);
   if (store.dialect === "postgres") await installChangeTrigger(store);
   await detectLayout(store);
 }

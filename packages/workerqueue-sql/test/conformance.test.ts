@@ -19,6 +19,7 @@ for (const dialect of DIALECTS) {
   afterAll(async () => {
     await probeDb.schema.dropTableIfExists(table);
     await probeDb.schema.dropTableIfExists(`${table}_paused_queues`);
+    await probeDb.schema.dropTableIfExists(`${table}_sy_recurring`);
     await probeDb.destroy();
     removeSqliteFile(url);
   });

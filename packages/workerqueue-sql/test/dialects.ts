@@ -161,6 +161,7 @@ export function useDialectTable(dialect: Dialect, prefix: string) {
     await Promise.all(backends.map((b) => b.close()));
     await db.schema.dropTableIfExists(table);
     await db.schema.dropTableIfExists(`${table}_paused_queues`);
+    await db.schema.dropTableIfExists(`${table}_sy_recurring`);
     await db.destroy();
     removeSqliteFile(url);
   });

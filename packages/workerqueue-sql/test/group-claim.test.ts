@@ -343,6 +343,7 @@ for (const dialect of ["postgres", "sqlite"] as const) {
         } finally {
           await db.schema.dropTableIfExists(fresh);
           await db.schema.dropTableIfExists(`${fresh}_paused_queues`);
+          await db.schema.dropTableIfExists(`${fresh}_sy_recurring`);
         }
       },
     );

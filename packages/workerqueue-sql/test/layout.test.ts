@@ -112,6 +112,7 @@ for (const dialect of DIALECTS) {
       } finally {
         await db.schema.dropTableIfExists(otherTable);
         await db.schema.dropTableIfExists(`${otherTable}_paused_queues`);
+        await db.schema.dropTableIfExists(`${otherTable}_sy_recurring`);
       }
     });
 

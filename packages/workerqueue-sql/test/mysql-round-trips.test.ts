@@ -249,6 +249,7 @@ describe("workerqueue-sql (mysql): one-script claims racing each other and the l
     await Promise.all(backends.map((backend) => backend.close()));
     await db.schema.dropTableIfExists(table);
     await db.schema.dropTableIfExists(`${table}_paused_queues`);
+    await db.schema.dropTableIfExists(`${table}_sy_recurring`);
     await db.destroy();
   });
 

@@ -22,6 +22,7 @@ afterAll(async () => {
   for (const table of tables) {
     await probe.schema.dropTableIfExists(table);
     await probe.schema.dropTableIfExists(`${table}_paused_queues`);
+    await probe.schema.dropTableIfExists(`${table}_sy_recurring`);
   }
   await single.destroy();
   await probe.destroy();

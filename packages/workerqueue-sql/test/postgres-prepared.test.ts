@@ -134,6 +134,7 @@ describe("workerqueue-sql on PostgreSQL: prepared statements", () => {
       await backend.close();
       await probe.schema.dropTableIfExists(table);
       await probe.schema.dropTableIfExists(`${table}_paused_queues`);
+      await probe.schema.dropTableIfExists(`${table}_sy_recurring`);
     }
   });
 });

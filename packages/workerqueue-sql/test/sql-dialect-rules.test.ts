@@ -103,6 +103,7 @@ for (const dialect of DIALECTS) {
       } finally {
         await db.schema.dropTableIfExists(legacy);
         await db.schema.dropTableIfExists(`${legacy}_paused_queues`);
+        await db.schema.dropTableIfExists(`${legacy}_sy_recurring`);
       }
     });
 
@@ -177,6 +178,7 @@ for (const dialect of DIALECTS) {
         await wq.close();
         await db.schema.dropTableIfExists(older);
         await db.schema.dropTableIfExists(`${older}_paused_queues`);
+        await db.schema.dropTableIfExists(`${older}_sy_recurring`);
       }
     });
 
@@ -293,6 +295,7 @@ for (const dialect of DIALECTS) {
         await Promise.all(opened.map((b) => b.close()));
         await db.schema.dropTableIfExists(rj);
         await db.schema.dropTableIfExists(`${rj}_paused_queues`);
+        await db.schema.dropTableIfExists(`${rj}_sy_recurring`);
       }
     });
   });

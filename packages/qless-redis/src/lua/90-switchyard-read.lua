@@ -172,3 +172,28 @@ end
 API['switchyard.queues'] = function(now)
   return redis.call('zrange', 'ql:queues', 0, -1)
 end
+
+-- Recurring jobs for core's RecurringJobs (a migration carries them): each definition as the raw
+-- fields of ql:r:<jid>, then its score in its queue's -recur set, in a JSON list of strings.
+local RECURRENCE_FIELDS = { 'jid', 'klass', 'queue', 'priority', 'interval', 'retries', 'count', 'data', 'tags', 'backlog' }
+
+local function sy_recurrence(jid)
+  local fields = redis.call('hmget', recurring_key(jid), unpack(RECURRENCE_FIELDS))
+  if not fields[1] then
+    return false
+  end
+  fields[#RECURRENCE_FIELDS + 1] = redis.call('zscore', queue_key(fields[3], 'recur'), jid)
+  return fields
+end
+
+API['switchyard.recurrence'] = function(now, jid)
+  return cjson.encode({ sy_recurrence(jid) })
+end
+
+API['switchyard.recurrences'] = function(now, queue)
+  local found = {}
+  for _, jid in ipairs(redis.call('zrange', queue_key(queue, 'recur'), 0, -1)) do
+    found[#found + 1] = sy_recurrence(jid)
+  end
+  return cjson.encode(found)
+end

@@ -308,6 +308,9 @@ local function import_record(now, queue, r, work)
   local fields = { 'jid', r.jid, 'klass', r.klass, 'data', r.data, 'priority', r.priority, 'tags', cjson.encode(r.tags),
     'state', r.state, 'worker', r.worker or '', 'expires', r.expires or 0, 'queue', queue, 'retries', r.retries,
     'remaining', r.remaining, 'time', string.format('%.20f', r.time) }
+  if r.spawned ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', r.spawned
+  end
   if r.failure ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'failure', r.failure
   end
@@ -414,4 +417,54 @@ API['switchyard.remove'] = function(now, queue, jids_json)
     end
   end
   return cjson.encode(removed)
+end
+
+-- A recurring job's definition written as recur writes it, with its count and next run as given
+-- (a migration carries both); it leaves the queue it was in. Numbers are written as Lua numbers and
+-- the tags encoded here, so the hash spells them as recur's (0.7 as 0.69999999999999996).
+API['switchyard.put-recurrence'] = function(now, jid, queue, klass, data, priority, tags_json, retries, interval, score, count, backlog)
+  local key = recurring_key(jid)
+  local old_queue = redis.call('hget', key, 'queue')
+  if old_queue then
+    set_remove(old_queue, 'recur', jid)
+  end
+  redis.call('hmset', key,
+    'jid', jid,
+    'klass', klass,
+    'data', data,
+    'priority', tonumber(priority),
+    'tags', cjson.encode(cjson.decode(tags_json)),
+    'state', 'recur',
+    'queue', queue,
+    'type', 'interval',
+    'count', tonumber(count),
+    'interval', tonumber(interval),
+    'retries', tonumber(retries),
+    'backlog', tonumber(backlog))
+  set_add(queue, 'recur', score, jid)
+  register_queue(queue, now)
+  return 1
+end
+
+-- unrecur, answering whether there was one.
+API['switchyard.remove-recurrence'] = function(now, jid)
+  local queue = redis.call('hget', recurring_key(jid), 'queue')
+  if not queue then
+    return 0
+  end
+  set_remove(queue, 'recur', jid)
+  redis.call('del', recurring_key(jid))
+  return 1
+end
+
+-- Instances added by another process: count and next run move only from the count it saw.
+API['switchyard.advance-recurrence'] = function(now, jid, seen, count, score)
+  local key = recurring_key(jid)
+  local held, queue = unpack(redis.call('hmget', key, 'count', 'queue'))
+  if not held or tonumber(held) ~= tonumber(seen) then
+    return 0
+  end
+  redis.call('hset', key, 'count', count)
+  set_add(queue, 'recur', score, jid)
+  return 1
 end

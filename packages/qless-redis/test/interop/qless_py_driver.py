@@ -83,6 +83,13 @@ def run(op):
         return c.unfail(op['group'], op['queue'])
     if kind == 'recur':
         return c.queues[op['queue']].recur(op['klass'], op['data'], op['interval'], jid=op.get('jid'))
+    if kind == 'recurring':
+        job = c.jobs[op['jid']]
+        # `next` is qless-py's own read of the queue's -recur sorted set (ZSCORE), outside the script.
+        return {'jid': job.jid, 'klass': job.klass_name, 'queue': job.queue_name, 'interval': job.interval,
+                'count': job.count, 'data': job.data, 'next': job.next}
+    if kind == 'unrecur':
+        return c.jobs[op['jid']].cancel()
     if kind == 'workers':
         return c.workers.counts
     if kind == 'length':
