@@ -118,4 +118,29 @@ describe("qless-py over the RESP door", () => {
       expect(comparable(results, suffix)).toEqual(onRedis.filter((_, index) => index !== 2));
     });
   }
+
+  it("on sqlite: qless-py's recurring job is kept by the store, its next run read from the door, its instances popped", async () => {
+    const server = await gatewayOn({ type: "workerqueue-sql", url: `sqlite:${join(dir, "py-recur.sqlite")}` });
+    servers.push(server);
+    const [queue, jid] = [`py-recur-${unique()}`, `digest-${unique()}`];
+    const before = Date.now() / 1000;
+    const results = await qlessPyAsync(`redis://127.0.0.1:${server.respPort}`, BUNDLED, [
+      { op: "recur", queue, klass: "tasks.Digest", data: { to: "ops" }, interval: 3600, jid },
+      { op: "recurring", jid },
+      { op: "pop", queue, worker: "py-worker" },
+      { op: "recurring", jid },
+      { op: "unrecur", jid },
+      { op: "get", jid },
+    ]);
+    expect(results.map((result) => result.error)).toEqual(Array(6).fill(undefined));
+    const [recurred, first, popped, second] = results.map((result) => result.ok) as Array<Record<string, unknown>>;
+    expect(recurred).toBe(jid);
+    expect(first).toMatchObject({ jid, klass: "tasks.Digest", queue, interval: 3600, count: 0, data: { to: "ops" } });
+    expect(Number(first?.next)).toBeGreaterThanOrEqual(Math.floor(before));
+    expect(popped).toMatchObject({ jid: `${jid}-1`, klass: "tasks.Digest", state: "running", data: { to: "ops" } });
+    // qless counts the next run from the whole second the instance was due (check_recurring floors it).
+    expect(second).toMatchObject({ count: 1 });
+    expect(Number(second?.next)).toBe(Math.floor(Number(first?.next)) + 3600);
+    expect(results[5]?.ok).toBeNull();
+  });
 });

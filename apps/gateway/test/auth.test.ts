@@ -140,6 +140,30 @@ describe("bearer tokens on every route of /openapi.json", () => {
     expect((await t.request("POST", "/qless/pause", { args: ["allowed-ql"] }, bearer(TOKENS.write))).status).toBe(403);
   });
 
+  it("a recurring job found by its jid is checked against its own queue, not the one the body names", async () => {
+    const recur = { args: ["denied-recur", "nightly-denied", "K", "{}", "interval", 60, 0] };
+    expect((await t.request("POST", "/qless/recur", recur, bearer(TOKENS.admin))).status).toBe(200);
+    const asScoped = (command: string, args: Array<string | number>) =>
+      t.request("POST", `/qless/${command}`, { queue: "allowed-recur", args }, bearer(TOKENS.scoped));
+    expect((await asScoped("recur.get", ["nightly-denied"])).status).toBe(403);
+    expect((await asScoped("recur.update", ["nightly-denied", "priority", 5])).status).toBe(403);
+    expect((await asScoped("unrecur", ["nightly-denied"])).status).toBe(403);
+    // Nor may a recurring job of its own queue be moved into one it may not reach.
+    await t.request(
+      "POST",
+      "/qless/recur",
+      { args: ["allowed-recur", "nightly-allowed", "K", "{}", "interval", 60, 0] },
+      bearer(TOKENS.scoped),
+    );
+    expect((await asScoped("recur.update", ["nightly-allowed", "queue", "denied-recur"])).status).toBe(403);
+    const kept = await t.request("POST", "/qless/recur.get", { args: ["nightly-allowed"] }, bearer(TOKENS.admin));
+    expect(kept.json.reply).toMatchObject({ queue: "allowed-recur", priority: 0 });
+    expect((await t.request("POST", "/qless/recur.get", { args: ["nightly-denied"] }, bearer(TOKENS.admin))).json.reply).toMatchObject({
+      queue: "denied-recur",
+      priority: 0,
+    });
+  });
+
   it("Cloudq clients send the token as the basic-auth password; without it the door asks for basic auth", async () => {
     const basic = (password: string) => ({ authorization: `Basic ${Buffer.from(`any-user:${password}`).toString("base64")}` });
     const refused = await t.request("POST", "/cloudq/allowed-cq", { job: { klass: "K", args: [] } });

@@ -86,11 +86,14 @@ describe("UNSUPPORTED from the real backend", () => {
 
   it("a command the backend cannot honour answers 501 with the reason and stores nothing", async () => {
     expect(t.gateway.backends.get("main")!.backend.kind).toBe("workerqueue-sql:sqlite");
+    expect((await t.request("POST", "/qless/put", { args: ["c", "reports", "parent", "Report", "{}", 0] })).status).toBe(200);
     const before = t.totalRows();
-    // qless's recurring jobs live in qless's own keys, which only a qless-redis store has.
-    const res = await t.request("POST", "/qless/recur", { args: ["reports", "nightly", "Report", "{}", "interval", 60, 0] });
+    // A SQL store's job waits only for jobs of its own queue; qless's jids are global.
+    const res = await t.request("POST", "/qless/put", {
+      args: ["c", "exports", "child", "Export", "{}", 0, "depends", '["parent"]'],
+    });
     expect(res.status).toBe(501);
-    expect(res.json.error).toMatchObject({ code: "UNSUPPORTED", message: expect.stringContaining("recur") });
+    expect(res.json.error).toMatchObject({ code: "UNSUPPORTED", message: expect.stringContaining("waits only for jobs of its own queue") });
     expect(t.totalRows()).toBe(before);
   });
 });

@@ -54,6 +54,16 @@ function sqlRow(jid: string): Record<string, unknown> | undefined {
   }
 }
 
+/** Probe: a recurring job's definition, read from the SQLite side table directly. */
+function sqlRecurrence(jid: string): Record<string, unknown> | undefined {
+  const db = new Database(sqliteFile, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare("select * from jobs_sy_recurring where id = ?").get(jid) as Record<string, unknown> | undefined;
+  } finally {
+    db.close();
+  }
+}
+
 describe("qless door on a qless-redis backend runs the command verbatim on the qless script", () => {
   it("put, pop, heartbeat and complete leave ql:j:<jid> exactly as qless writes it", async () => {
     const queue = unique("q");
@@ -340,17 +350,77 @@ describe("qless door on a workerqueue-sql backend translates the core subset", (
     expect(sqlRow(jid)).toBeUndefined();
   });
 
-  it("a command outside the translated subset answers 501 UNSUPPORTED naming the queue and its backend", async () => {
+  it("recur keeps the definition in the store's side table, and a pop adds the due instances as jobs of the queue", async () => {
     const queue = unique("sql");
-    const jid = unique("jid");
-    await qless("put", { args: ["c", queue, jid, "K", "{}", 0] });
-    const recur = await qless("recur", { args: [queue, "r1", "K", "{}", "interval", 60, 0] });
-    expect(recur.status).toBe(501);
-    expect(recur.json.error).toEqual({
-      code: "UNSUPPORTED",
-      message: `qless command recur needs a qless-redis backend; queue ${queue} is on workerqueue-sql:sqlite`,
+    const jid = unique("rec");
+    const now = nowSeconds();
+    const recur = await qless("recur", {
+      now,
+      args: [queue, jid, "Report", '{"to": "ops"}', "interval", 60, 0, "priority", 4, "tags", '["nightly"]', "retries", 2],
     });
-    expect(sqlRow(jid)).toMatchObject({ status: "pending", sy_priority: 0 });
+    expect(recur.json).toEqual({ reply: jid });
+    // Probe: one row in <table>_sy_recurring, nothing in the jobs table yet.
+    const definition = sqlRecurrence(jid);
+    expect(definition).toMatchObject({ queue, name: "Report", priority: 4, max_attempts: 3, interval_ms: 60_000, count: 0 });
+    expect(Number(definition?.next_at)).toBe(now * 1000);
+    expect(sqlRow(`${jid}-1`)).toBeUndefined();
+    expect((await qless("recur.get", { queue, args: [jid] })).json.reply).toEqual({
+      jid,
+      klass: "Report",
+      state: "recur",
+      queue,
+      priority: 4,
+      interval: 60,
+      retries: 2,
+      count: 0,
+      data: '{"to": "ops"}',
+      tags: ["nightly"],
+      backlog: 0,
+    });
+    // Three intervals later a pop of two adds (and hands out) two instances, put when each was due.
+    const popped = (await qless("pop", { now: now + 125, args: [queue, "w", 2] })).json.reply;
+    expect(popped.map((job: { jid: string }) => job.jid)).toEqual([`${jid}-1`, `${jid}-2`]);
+    expect(popped[0]).toMatchObject({
+      spawned_from_jid: jid,
+      klass: "Report",
+      priority: 4,
+      retries: 2,
+      tags: ["nightly"],
+      data: '{"to": "ops"}',
+    });
+    expect(popped.map((job: { history: Array<{ when: number }> }) => job.history[0]?.when)).toEqual([now, now + 60]);
+    expect(sqlRow(`${jid}-2`)).toMatchObject({ name: "Report", status: "processing", sy_queue: queue, sy_priority: 4 });
+    expect(sqlRecurrence(jid)).toMatchObject({ count: 2, next_at: (now + 120) * 1000 });
+    // The third is due as well; the queue shows the definition, and unrecur removes it.
+    expect((await qless("queues", { now: now + 125, args: [queue] })).json.reply).toMatchObject({ recurring: 1, running: 2 });
+    expect((await qless("jobs", { now: now + 125, args: ["recurring", queue] })).json.reply).toEqual([jid]);
+    expect((await qless("peek", { now: now + 125, args: [queue, 5] })).json.reply.map((job: { jid: string }) => job.jid)).toEqual([
+      `${jid}-3`,
+    ]);
+    expect((await qless("unrecur", { queue, args: [jid] })).json.reply).toBe(1);
+    expect(sqlRecurrence(jid)).toBeUndefined();
+    expect((await qless("pop", { now: now + 1000, args: [queue, "w", 5] })).json.reply.map((job: { jid: string }) => job.jid)).toEqual([
+      `${jid}-3`,
+    ]);
+  });
+
+  it("recur.update, recur.tag and recur.untag change the definition; a missing one is qless's error", async () => {
+    const queue = unique("sql");
+    const jid = unique("rec");
+    await qless("recur", { args: [queue, jid, "K", "{}", "interval", 60, 30] });
+    const update = await qless("recur.update", { queue, args: [jid, "interval", 10, "klass", "K2", "data", '{"a": 1}'] });
+    expect(update.json).toEqual({ reply: 1 });
+    expect(sqlRecurrence(jid)).toMatchObject({ name: "K2", data: '{"a":1}', interval_ms: 10_000 });
+    expect((await qless("recur.tag", { queue, args: [jid, "x", "y", "x"] })).json.reply).toEqual(["x", "y"]);
+    expect((await qless("recur.untag", { queue, args: [jid, "x"] })).json.reply).toEqual(["y"]);
+    const view = (await qless("recur.get", { queue, args: [jid] })).json.reply;
+    expect(view).toMatchObject({ klass: "K2", interval: 10, data: '{"a": 1}', tags: ["y"] });
+    const bogus = await qless("recur.update", { queue, args: [jid, "bogus", 1] });
+    expect(bogus.status).toBe(400);
+    expect(bogus.json.error).toEqual({ code: "QLESS_ERROR", message: 'Recur(): Unrecognized option "bogus"' });
+    const missing = await qless("recur.update", { queue, args: ["no-such-recurrence", "priority", 1] });
+    expect(missing.json.error).toEqual({ code: "QLESS_ERROR", message: "Recur(): No recurring job no-such-recurrence" });
+    expect((await qless("recur.get", { queue, args: ["no-such-recurrence"] })).json).toEqual({ reply: null });
   });
 });
 

@@ -170,9 +170,22 @@ describe("the RESP door", () => {
     // The queue's statistics for today, as qless counts them: wide-1 waited once and ran once.
     const stats = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "stats", now(), "wide", now())) as string);
     expect(stats).toMatchObject({ retries: 0, failed: 0, failures: 0, wait: { count: 1 }, run: { count: 1 } });
-    await expect(redis.evalsha(QLESS_SHA, 0, "recur", now(), "wide", "wide-r", "K", "{}", "interval", 60, 0)).rejects.toThrow(
-      /needs a qless-redis backend; queue wide is on workerqueue-sql/,
-    );
+    // A recurring job: kept by the store, found by its jid alone, its first instance added at the next pop.
+    expect(await redis.evalsha(QLESS_SHA, 0, "recur", now(), "wide", "wide-r", "K", "{}", "interval", 60, 0)).toBe("wide-r");
+    expect(JSON.parse((await redis.evalsha(QLESS_SHA, 0, "recur.get", now(), "wide-r")) as string)).toMatchObject({
+      queue: "wide",
+      count: 0,
+    });
+    const [instance] = JSON.parse((await redis.evalsha(QLESS_SHA, 0, "pop", now(), "wide", "w", 1)) as string);
+    expect(instance).toMatchObject({ jid: "wide-r-1", spawned_from_jid: "wide-r" });
+    expect(rows("wide").find((row) => row.sy_job_id === "wide-r-1")?.status).toBe("processing");
+    // qless-py reads a recurring job's next run itself, from its queue's `-recur` sorted set.
+    const next = Number(await redis.zscore("ql:q:wide-recur", "wide-r"));
+    expect(next).toBeGreaterThan(Number(now()) + 50);
+    expect(next).toBeLessThanOrEqual(Number(now()) + 60);
+    expect(await redis.zscore("ql:q:other-recur", "wide-r")).toBeNull();
+    expect(await redis.evalsha(QLESS_SHA, 0, "unrecur", now(), "wide-r")).toBe(1);
+    expect(await redis.evalsha(QLESS_SHA, 0, "recur.get", now(), "wide-r")).toBeNull();
   });
 
   it("get and multiget read each jid where a store holds it, whatever its queue; a jid none holds is nil or left out", async () => {

@@ -22,15 +22,14 @@ import { type RunningServer, startServer } from "../src/server.js";
 const NOT_ON_SQLITE: Record<string, string> = {
   // What a SQLite store cannot hold (the door answers 501 or 400 naming it).
   "02-put-options.json": "a fractional priority (2.7): core priorities are integers",
-  "18-jobs-listing.json": "recurring jobs",
-  "24-recurring.json": "recurring jobs",
-  "25-recurring-backlog-rerecur.json": "recurring jobs",
   // Translated with a known difference (apps/gateway/README.md, qless door).
   "11-retry.json": "a retry naming a queue other than the job's: qless puts it in that queue's work and keeps its queue field",
   // qless's own quirks, which the store's state does not carry.
   "05-scheduled-promotion.json": "a promoted job pops in the order qless's promotion scores it (by the pop's now), here by due time",
   "14-priority.json": "priority resets qless's work score, dropping its put-time order",
   "19-workers.json": "jobs put in the same second pop in reverse jid order in qless",
+  "25-recurring-backlog-rerecur.json":
+    "a pop looks at no more run-out locks than it asks jobs and leaves the others stalled, where a core store's claim would hand them out, so the door gives each its grace",
   "29-completed-pruning.json": "jobs put in the same second pop in reverse jid order in qless",
 };
 

@@ -199,33 +199,65 @@ export function checkJobArgs(command: string, args: QlessArgs): void {
       need(1, "command");
       return;
     case "recur":
-      checkRecurArgs(args);
+      recurArgs(args);
       return;
   }
 }
 
-/** `recur queue jid klass data interval <interval> <offset> [options]`, checked in queue.lua's order (recurring jobs live only in qless-redis stores). */
-function checkRecurArgs(args: QlessArgs): void {
-  const [, jid, klass, data, spec, interval, offset] = args;
+/** A `recur` as qless reads it; options not given are left out (a re-`recur` sets them to qless's defaults). */
+export interface RecurArgs {
+  jid: string;
+  klass: string;
+  data: Json;
+  /** The data as the client spelled it, which qless keeps and gives back. */
+  dataText: string;
+  interval: number;
+  offset: number;
+  tags: string[];
+  priority: number;
+  retries: number;
+  backlog: number;
+}
+
+/** `recur queue jid klass data interval <interval> <offset> [options]`, checked in queue.lua's order. */
+export function recurArgs(args: QlessArgs): RecurArgs {
+  const [, jid, klass, dataText, spec, interval, offset] = args;
   for (const [value, name] of [
     [jid, "jid"],
     [klass, "klass"],
     [spec, "spec"],
   ] as const)
     if (value === undefined) throw qlessError("recur", `RecurringJob On(): Arg "${name}" missing`);
-  cjsonArg("recur", data, 'RecurringJob On(): Arg "data"', `RecurringJob On(): Arg "data" not JSON: ${data}`);
+  const data = cjsonArg("recur", dataText, 'RecurringJob On(): Arg "data"', `RecurringJob On(): Arg "data" not JSON: ${dataText}`);
   if (spec !== "interval") throw qlessError("recur", `Recur(): schedule type "${spec}" unknown`);
   const number = (value: Arg | undefined, name: string) =>
     luaNumber("recur", value ?? "", () => `Recur(): Arg "${name}" not a number: ${value ?? "nil"}`);
-  if (number(interval, "interval") <= 0) throw qlessError("recur", 'Recur(): Arg "interval" must be greater than 0');
-  number(offset, "offset");
+  const every = number(interval, "interval");
+  if (every <= 0) throw qlessError("recur", 'Recur(): Arg "interval" must be greater than 0');
+  const after = number(offset, "offset");
   const rest = args.slice(7);
   if (rest.length % 2 === 1) throw qlessError("recur", `Odd number of additional args: ${luaTableText()}`);
   const options = new Map<string, Arg | undefined>();
   for (let i = 0; i < rest.length; i += 2) options.set(String(rest[i]), rest[i + 1]);
-  const tags = options.get("tags");
-  if (options.has("tags")) cjsonArg("recur", tags, 'Recur(): Arg "tags"', `Recur(): Arg "tags" must be JSON string array: ${tags}`);
-  for (const name of ["priority", "retries", "backlog"]) if (options.has(name)) number(options.get(name), name);
+  const tagsText = options.get("tags");
+  const tags = options.has("tags")
+    ? nameList("recur", "Recur", tagsText, "tags", `Recur(): Arg "tags" must be JSON string array: ${tagsText}`)
+    : [];
+  const [priority, retries, backlog] = ["priority", "retries", "backlog"].map((name) =>
+    options.has(name) ? number(options.get(name), name) : 0,
+  ) as [number, number, number];
+  return {
+    jid: String(jid),
+    klass: String(klass),
+    data,
+    dataText: String(dataText),
+    interval: every,
+    offset: after,
+    tags,
+    priority,
+    retries,
+    backlog,
+  };
 }
 
 /** Redis's refusal of a command qless calls with no members (`pause`, `unpause`, `worker.deregister` given nothing). */

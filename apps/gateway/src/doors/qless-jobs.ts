@@ -89,11 +89,17 @@ export function qlessJob(job: Job, marks: QlessMarks = {}): Record<string, unkno
     tags: luaList(job.tags),
     history: marks.history ?? historyOf(job, marks),
     failure: failureOf(job, marks),
-    spawned_from_jid: false,
+    spawned_from_jid: spawnedFrom(job),
     dependents: luaList(marks.links?.dependents ?? []),
     dependencies: luaList(marks.links?.dependencies ?? job.dependsOn),
     ...marks.stale,
   };
+}
+
+/** The recurring job an instance was added by (qless's `spawned_from_jid`, kept in `native.qless`), else false. */
+function spawnedFrom(job: Job): string | false {
+  const from = (job.native.qless as { spawned_from_jid?: unknown } | undefined)?.spawned_from_jid;
+  return typeof from === "string" ? from : false;
 }
 
 /** A job's history rebuilt from its timestamps: its put, its last run, its end. */
@@ -239,6 +245,11 @@ export interface TranslatedNotes {
    * name but moves a job from (qless's jids are global); asked before anything is written.
    */
   mayMoveFrom?(queue: string): void;
+  /**
+   * Throws (AuthError) when the caller may not reach `queue`, one the command does not name: that of
+   * a recurring job found by its jid, the one it leaves or moves to. Asked before anything is written.
+   */
+  mayReach?(queue: string): void;
 }
 
 export type Handler = (

@@ -3,6 +3,7 @@ import { callerClock } from "../caller-clock.js";
 import { qlessLog } from "./qless-channels.js";
 import { countFailed, logHistory } from "./qless-effects.js";
 import { exhaustedGroup, exhaustedMessage } from "./qless-jobs.js";
+import { addDueInstances } from "./qless-recurring.js";
 import type { QlessSettings } from "./qless-settings.js";
 
 /**
@@ -37,7 +38,9 @@ async function pop(backend: Backend, queue: string, worker: string, asked: numbe
   if (count === 0) return [];
   const runOut = held.filter((job) => (job.lease?.expiresAt ?? 0) <= now);
   // A paused queue hands nothing out, and qless looks at no lock of it.
-  if (runOut.length > 0 && !(await backend.isPaused(queue))) await invalidateLocks(backend, queue, runOut, settings, now);
+  const again = runOut.length > 0 && !(await backend.isPaused(queue)) ? await invalidateLocks(backend, queue, runOut, settings, now) : 0;
+  // qless adds the due recurring jobs for what the jobs it hands out again do not fill.
+  await addDueInstances(backend, queue, count - again, settings, { pop: true });
   const lockMs = settings.lockMs(queue);
   let jobs = await backend.reserve(queue, { worker, count, leaseMs: Math.max(1, lockMs) });
   if (lockMs < 1) jobs = await Promise.all(jobs.map((job) => renewLock(backend, queue, job.id, worker, lockMs)));
@@ -50,10 +53,13 @@ async function pop(backend: Backend, queue: string, worker: string, asked: numbe
  * first time is told (ql:stalled when tracked, lock_lost to its worker and the log) and kept
  * `grace-period` seconds more; a run already given its grace, or any with no grace period, is given up:
  * failed for good with qless's exhaustion group when it has no retry left, else left run out for the
- * store's claim to hand out.
+ * store's claim to hand out. Answers how many are left so, which the pop hands out again first.
  */
-async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], settings: QlessSettings, now: number): Promise<void> {
+async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], settings: QlessSettings, now: number): Promise<number> {
+  let handedOutAgain = 0;
   const graceMs = settings.graceMs();
+  // qless looks at no more run-out locks than the pop asks jobs, leaving the others stalled; a core
+  // store's claim would hand those out with no grace, so every one is looked at here.
   const byExpiry = runOut.sort((a, b) => (a.lease?.expiresAt ?? 0) - (b.lease?.expiresAt ?? 0) || (a.id < b.id ? -1 : 1));
   for (const job of byExpiry) {
     const worker = job.lease?.worker ?? "";
@@ -81,11 +87,13 @@ async function invalidateLocks(backend: Backend, queue: string, runOut: Job[], s
       countFailed(settings, backend, queue);
       settings.channels.tellTracked(backend, queue, job.id, "failed");
       settings.channels.publish("ql:log", qlessLog.failed(job.id, worker, group, message), queue);
-    } else if ((job.lease?.expiresAt ?? 0) >= now) {
-      // qless's lock ending at `now` has run out; a core store reclaims only leases that ended before its now.
-      await gone(renewLock(backend, queue, job.id, worker, -1));
+      continue;
     }
+    handedOutAgain += 1;
+    // qless's lock ending at `now` has run out; a core store reclaims only leases that ended before its now.
+    if ((job.lease?.expiresAt ?? 0) >= now) await gone(renewLock(backend, queue, job.id, worker, -1));
   }
+  return handedOutAgain;
 }
 
 /**

@@ -51,6 +51,7 @@ import {
   viewOf,
 } from "./qless-jobs.js";
 import { popJobs, renewLock } from "./qless-locks.js";
+import { RECURRING_COMMANDS, addDueInstances, recurringJobsOf } from "./qless-recurring.js";
 import { asWorker } from "./qless-refusals.js";
 import type { QlessSettings } from "./qless-settings.js";
 import { memberOrder } from "./qless-state.js";
@@ -113,6 +114,7 @@ const JOB_COMMANDS: Record<string, Handler> = {
   async peek(backend, queue, args, settings) {
     const count = numeric("peek", "Peek", args[1], "count", true);
     if (count < 1) return {};
+    await addDueInstances(backend, queue, Math.floor(count), settings, { pop: false });
     settings.promotions.checked(backend, queue, callerClock.now());
     // qless's order, the claim order: higher priority first, then the earlier put.
     const waiting = (await everyJob(backend, queue, "waiting")).sort((a, b) => b.priority - a.priority || a.createdAt - b.createdAt);
@@ -347,9 +349,8 @@ const JOB_COMMANDS: Record<string, Handler> = {
         return delayed.sort((a, b) => (a.runAt ?? 0) - (b.runAt ?? 0) || byJid(a, b));
       },
       depends: () => everyJob(backend, queue, "blocked"),
-      // Recurring jobs are qless's own; no other store has them.
-      recurring: async () => [],
     };
+    if (type === "recurring") return (await recurringJobsOf(backend, queue)).slice(offset, offset + count).map((recurring) => recurring.id);
     if (!Object.hasOwn(listed, type)) throw qlessError("jobs", `Jobs(): Unknown type "${type}"`);
     return (await listed[type]!()).slice(offset, offset + count).map((job) => job.id);
   },
@@ -420,11 +421,11 @@ async function queueCounts(backend: Backend, queue: string, settings: QlessSetti
     scheduled: counts.delayed,
     depends: counts.blocked,
     stalled,
-    recurring: 0,
+    recurring: (await recurringJobsOf(backend, queue)).length,
   };
 }
 
-const TRANSLATED: Record<string, Handler> = { ...JOB_COMMANDS, ...STORE_COMMANDS };
+const TRANSLATED: Record<string, Handler> = { ...JOB_COMMANDS, ...RECURRING_COMMANDS, ...STORE_COMMANDS };
 
 export const TRANSLATED_COMMANDS = Object.keys(TRANSLATED);
 

@@ -8,6 +8,7 @@ import type { QueueRouter } from "../router.js";
 import { BACKEND_ERRORS, body, declaredDoor, errors, guarded, json } from "./declare.js";
 import type { Door } from "./door.js";
 import { Json } from "./native-schemas.js";
+import { RECUR_JID_COMMANDS } from "./qless-recurring.js";
 import { QLESS_CONFIG_COMMANDS } from "./qless-settings.js";
 import { type QlessArgs, runTranslated } from "./qless-translate.js";
 
@@ -187,10 +188,21 @@ export function isJsonReply(command: string, args: QlessArgs): boolean {
 
 /**
  * Commands that name no queue and no job when they ask about a whole store (`track` lists the
- * tracked jobs, or finds its jid in any queue); `pause`, `unpause` and `worker.deregister` given
- * nothing reach it too, to be refused in qless's words.
+ * tracked jobs, or finds its jid in any queue; a recurring job's jid is the store's, not a queue's);
+ * `pause`, `unpause` and `worker.deregister` given nothing reach it too, to be refused in qless's words.
  */
-const STORE_WIDE_COMMANDS = new Set(["queues", "tag", "jobs", "workers", "failed", "track", "worker.deregister", "pause", "unpause"]);
+const STORE_WIDE_COMMANDS = new Set([
+  "queues",
+  "tag",
+  "jobs",
+  "workers",
+  "failed",
+  "track",
+  "worker.deregister",
+  "pause",
+  "unpause",
+  ...RECUR_JID_COMMANDS,
+]);
 
 const isConfigCommand = (command: string) => (QLESS_CONFIG_COMMANDS as readonly string[]).includes(command);
 
@@ -278,6 +290,7 @@ export const qlessDoor: Door = {
               : await onQlessClock(config.doors.qless.clock, now, () =>
                   runTranslated(target.backend, target.queue, command, args, qlessSettings, {
                     mayMoveFrom: (from) => requireAccess(c, "qless", access, from),
+                    mayReach: (reached) => requireAccess(c, "qless", access, reached),
                   }),
                 );
         return c.json({ reply: reply as never }, 200);

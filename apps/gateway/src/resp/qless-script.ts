@@ -1,9 +1,10 @@
-import { QlessCommandError, hasQlessCommands, isSwitchyardError, queuesToSearch, setNewest } from "@switchyard/core";
+import { QlessCommandError, hasQlessCommands, hasRecurringJobs, isSwitchyardError, queuesToSearch, setNewest } from "@switchyard/core";
 import { AuthError } from "../auth.js";
 import type { NamedBackend } from "../backends.js";
 import { type QlessClock, onQlessClock } from "../caller-clock.js";
 import { checkJobArgs, luaNumber } from "../doors/qless-args.js";
 import { forgotten, refuseLoneParents } from "../doors/qless-jobs.js";
+import { RECUR_JID_COMMANDS, recurringHolder } from "../doors/qless-recurring.js";
 import type { QlessSettings } from "../doors/qless-settings.js";
 import { type QlessArgs, runTranslated } from "../doors/qless-translate.js";
 import { QLESS_COMMANDS, accessOf, isJsonReply, queuesNamed, resolveTarget } from "../doors/qless.js";
@@ -255,6 +256,48 @@ async function timeoutEach(
   return null;
 }
 
+/**
+ * A command about a recurring job by its jid off Redis: run on the store that holds the definition
+ * (recurring jids are a store's, not a queue's), else on the first that keeps recurring jobs, whose
+ * handler answers as qless does for a missing one.
+ */
+async function onRecurringHolder(
+  context: QlessCallContext,
+  access: ReturnType<typeof accessOf>,
+  command: string,
+  args: QlessArgs,
+  now: string | undefined,
+): Promise<RespValue> {
+  const backends = [...context.backends.values()].map(({ backend }) => backend);
+  // No store keeps recurring jobs: the first answers the command's UnsupportedError.
+  const backend = (await recurringHolder(backends, String(args[0] ?? ""))) ?? backends[0];
+  if (!backend) return new RespError(`ERR qless command ${command}: the gateway has no store`);
+  const reply = await onQlessClock(context.qlessClock ?? "caller", now, () =>
+    runTranslated(backend, "", command, args, context.qlessSettings, { mayReach: (queue) => context.authorize(access, queue) }),
+  );
+  return asScriptReply(command, args, reply);
+}
+
+/**
+ * `ZSCORE ql:q:<queue>-recur <jid>`, the one key qless-py reads itself (a recurring job's `next`):
+ * when the next instance is due, in seconds, from the store that keeps the queue's recurring jobs;
+ * nil when it has no such job there. undefined for any other key (not qless's to answer).
+ */
+export async function qlessRecurScore(context: QlessCallContext, args: string[]): Promise<RespValue | undefined> {
+  const [key, jid, ...more] = args;
+  const queue = /^ql:q:(.+)-recur$/s.exec(key ?? "")?.[1];
+  if (queue === undefined || jid === undefined || more.length > 0) return undefined;
+  try {
+    context.authorize("read", queue);
+    const { backend } = context.router.resolve(queue);
+    if (!hasRecurringJobs(backend)) return undefined;
+    const recurrence = await backend.recurrence(jid);
+    return recurrence?.queue === queue ? String(recurrence.nextAt / 1000) : null;
+  } catch (error) {
+    return scriptError(error);
+  }
+}
+
 /** Runs one call of the script: `keys` must be empty, `argv` is `[command, now, ...args]`. */
 export async function runQlessCall(context: QlessCallContext, dialect: QlessDialect, keys: string[], argv: string[]): Promise<RespValue> {
   try {
@@ -277,6 +320,7 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
       return await getEach(context, access, command, command === "get" ? [String(args[0])] : args.map(String), now);
     if (command === "timeout" && args.length > 1 && !hasQlessStore(context))
       return await timeoutEach(context, access, args.map(String), now);
+    if (RECUR_JID_COMMANDS.has(command) && !hasQlessStore(context)) return await onRecurringHolder(context, access, command, args, now);
     // One qless-redis store needs no queue to run a jid's command; anything else is found by the jid's queue.
     const oneQlessStore = context.backends.size === 1 && [...context.backends.values()].every(({ backend }) => hasQlessCommands(backend));
     const jid = named.length === 0 && !oneQlessStore ? jidOf(command, args) : undefined;
@@ -303,6 +347,7 @@ export async function runQlessCall(context: QlessCallContext, dialect: QlessDial
                 runTranslated(target.backend, target.queue, command, args, context.qlessSettings, {
                   moved: (moved, queue) => context.jids.remember(moved, queue),
                   mayMoveFrom: (from) => context.authorize(access, from),
+                  mayReach: (queue) => context.authorize(access, queue),
                 }),
               ),
             );

@@ -10,7 +10,15 @@ import { GlideMqFunctions } from "./glidemq-functions.js";
 import { StoreConnections } from "./glidemq-passthrough.js";
 import type { GlideCallContext } from "./glidemq-shapes.js";
 import { OK, RequestReader, RespError, RespMap, RespPush, RespStatus, type RespValue, encode } from "./protocol.js";
-import { JidQueues, type QlessDialect, isQlessScript, qlessDialectOf, runQlessCall } from "./qless-script.js";
+import {
+  JidQueues,
+  type QlessCallContext,
+  type QlessDialect,
+  isQlessScript,
+  qlessDialectOf,
+  qlessRecurScore,
+  runQlessCall,
+} from "./qless-script.js";
 
 /**
  * The RESP door: a Redis-protocol listener (RESP2, and RESP3 after `HELLO 3`) where unmodified qless
@@ -305,6 +313,8 @@ class RespConnection {
       case "FCALL_RO":
         return this.#glideCall(name, () => this.glide.fcall(rest, this.#glideContext()));
       default: {
+        const recurScore = name === "ZSCORE" ? await qlessRecurScore(this.#qlessContext(), rest) : undefined;
+        if (recurScore !== undefined) return recurScore;
         const reply = await this.#glideCall(name, () => this.glide.keyCommand(name, rest, this.#glideContext()));
         // A null reply is an answer (a key glide-mq reads that holds nothing); undefined is "not served".
         return reply !== undefined
@@ -437,20 +447,18 @@ class RespConnection {
   async #call(dialect: QlessDialect, rest: string[]): Promise<RespValue> {
     const call = this.#splitCall(rest);
     if (call instanceof RespError) return call;
-    const reply = await runQlessCall(
-      {
-        router: this.gateway.router,
-        backends: this.gateway.backends,
-        jids: this.jids,
-        qlessSettings: this.gateway.qlessSettings,
-        qlessClock: this.gateway.config.doors.qless.clock,
-        authorize: (access, queue) => this.#authorize("qless", access, queue),
-      },
-      dialect,
-      call.keys,
-      call.argv,
-    );
-    return reply;
+    return runQlessCall(this.#qlessContext(), dialect, call.keys, call.argv);
+  }
+
+  #qlessContext(): QlessCallContext {
+    return {
+      router: this.gateway.router,
+      backends: this.gateway.backends,
+      jids: this.jids,
+      qlessSettings: this.gateway.qlessSettings,
+      qlessClock: this.gateway.config.doors.qless.clock,
+      authorize: (access, queue) => this.#authorize("qless", access, queue),
+    };
   }
 
   #subscribe(pattern: boolean, names: string[]): undefined | RespError {
