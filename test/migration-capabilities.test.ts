@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Backend, UnsupportedError, migrateQueue } from "@switchyard/core";
+import { type Backend, type QlessCommands, UnsupportedError, hasRecurringJobs, migrateQueue } from "@switchyard/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreName, type StoreUnderTest, openStore } from "./matrix-backends.js";
 
@@ -73,6 +73,63 @@ describe("migration qless -> glidemq (glide-mq has no tags)", () => {
     const keyed = await from.enqueue(queue, { name: "charge", uniqueKey: "order-42" });
     await migrateQueue({ from, to, queue });
     expect(await to.enqueue(queue, { name: "charge", uniqueKey: "order-42" })).toMatchObject({ created: false, job: { id: keyed.job.id } });
+  });
+});
+
+describe("migration qless -> glidemq (glide-mq keeps no recurring jobs' definitions)", () => {
+  const { stores, backends, queue: newQueue } = usePair("qless", "glidemq");
+
+  it("a queue with a recurring job stops before anything is written, naming it", async () => {
+    const queue = newQueue();
+    const { from, to } = backends;
+    await from.enqueue(queue, { name: "plain" });
+    const recur = `r-${queue}`;
+    await (from as Backend & QlessCommands).qless("recur", Date.now() / 1000, queue, recur, "Digest", "{}", "interval", 60, 0);
+    try {
+      const failure = await migrateQueue({ from, to, queue }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(UnsupportedError);
+      expect((failure as Error).message).toContain("1 recurring job(s)");
+      expect(await stores.to.countJobs(queue)).toBe(0);
+      // It is still the source's: nothing was moved or dropped.
+      expect(hasRecurringJobs(from) && (await from.recurrence(recur))).toMatchObject({ queue });
+    } finally {
+      if (hasRecurringJobs(from)) await from.removeRecurrence(recur);
+    }
+  });
+});
+
+describe("migration qless -> sqlite in move mode (recurring jobs move too)", () => {
+  const { backends, queue: newQueue } = usePair("qless", "sqlite");
+
+  it("the definition is written to the target under the target queue, then deleted from the source", async () => {
+    const queue = newQueue();
+    const { from, to } = backends;
+    const recur = `r-${queue}`;
+    await (from as Backend & QlessCommands).qless(
+      "recur",
+      1_700_000_000,
+      queue,
+      recur,
+      "Digest",
+      '{"a": 1}',
+      "interval",
+      30,
+      5,
+      "retries",
+      2,
+    );
+    const report = await migrateQueue({ from, to, queue, mode: "move" });
+    expect(report.recurrences).toBe(1);
+    expect(hasRecurringJobs(from) && (await from.recurrence(recur))).toBeNull();
+    expect(hasRecurringJobs(to) && (await to.recurrence(recur))).toMatchObject({
+      queue,
+      name: "Digest",
+      data: { a: 1 },
+      maxAttempts: 3,
+      intervalMs: 30_000,
+      nextAt: 1_700_000_005_000,
+      native: { qless: { data: '{"a": 1}' } },
+    });
   });
 });
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Backend, type QlessCommands, migrateQueue } from "@switchyard/core";
+import { type Backend, type QlessCommands, hasRecurringJobs, migrateQueue } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreUnderTest, openStore, redisUrl } from "./matrix-backends.js";
@@ -72,10 +72,24 @@ describe("qless -> Worker Queue (SQLite) -> qless", () => {
     await put("later", "Report", '{"day": "mon"}', 3600, "tags", '["weekly"]');
     // Blocked on "waits" (qless does not count "finishes", complete); the SQL store holds it blocked in between.
     await put("after", "Mailer", "{}", 0, "depends", '["waits", "finishes"]');
-    const jids = ["after", "waits", "later", "breaks", "finishes", "retried"];
+    // A recurring job (its definition in ql:r:, a global key), due already, whose two first instances a peek added.
+    const nightly = `nightly-${queue}`;
+    const every = ["interval", 0.7, -3, "tags", '["ops"]', "backlog", 4];
+    await original.qless("recur", now + 5, queue, nightly, "Digest", '{"to": "all"}', ...every);
+    await original.qless("peek", now + 5, queue, 2);
+    const jids = ["after", "waits", "later", "breaks", "finishes", "retried", `${nightly}-1`, `${nightly}-2`];
 
     await roundTrip(original, middle, back, queue);
     expect(await middle.get(queue, "after")).toMatchObject({ state: "blocked", dependsOn: ["waits"] });
+    expect(hasRecurringJobs(middle) && (await middle.recurrence(nightly))).toMatchObject({ queue, count: 2, intervalMs: 700 });
+    const recurring = await Promise.all([redis.original.hgetall(`ql:r:${nightly}`), redis.back.hgetall(`ql:r:${nightly}`)]);
+    expect(recurring[0]).toMatchObject({ count: "2", interval: "0.69999999999999996", data: '{"to": "all"}' });
+    expect(differences(recurring[0], recurring[1])).toEqual([]);
+    const scores = await Promise.all([
+      redis.original.zscore(`ql:q:${queue}-recur`, nightly),
+      redis.back.zscore(`ql:q:${queue}-recur`, nightly),
+    ]);
+    expect(scores[1]).toBe(scores[0]);
 
     for (const jid of jids) {
       const [before, after] = await Promise.all([redis.original.hgetall(`ql:j:${jid}`), redis.back.hgetall(`ql:j:${jid}`)]);
@@ -92,6 +106,8 @@ describe("qless -> Worker Queue (SQLite) -> qless", () => {
       }
     }
     expect(await redis.original.smembers("ql:j:after-dependencies")).toEqual(["waits"]);
+    // Recurring definitions are global keys, not the queue's: removed here, as the stores' disposal does not.
+    await Promise.all([redis.original.del(`ql:r:${nightly}`), redis.back.del(`ql:r:${nightly}`)]);
   });
 });
 

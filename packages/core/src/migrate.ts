@@ -14,6 +14,7 @@ import {
 import { UnsupportedError } from "./errors.js";
 import { type JobRemoval, hasJobRemoval } from "./extensions.js";
 import type { Job, JobState } from "./job.js";
+import { hasRecurringJobs } from "./recurrence.js";
 import { SeenIds } from "./seen-ids.js";
 
 export interface MigrationProgress {
@@ -110,6 +111,11 @@ export interface MigrationReport extends MigrationProgress {
    * priority, attempts and due time differs): a store that lost something. Moving, they stay in the source.
    */
   altered: string[];
+  /**
+   * The queue's recurring jobs' definitions (RecurringJobs) written to the target before its jobs, with
+   * their count of instances and next run; moving, deleted from the source once written.
+   */
+  recurrences: number;
 }
 
 /**
@@ -163,6 +169,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const wanted = options.states ? new Set(options.states) : null;
   const report: PageReport = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
   const prefix = options.idPrefix ?? "";
+  const recurrences = await carryRecurrences(from, to, queue, targetQueue, prefix, source !== null);
   /** Move mode with waitActiveMs: the active jobs left behind, to wait for at the end. */
   const leftBehind: string[] = [];
   const nextPage = readAhead((cursor) => from.export(queue, cursor === null ? { limit } : { limit, cursor }), progress.cursor);
@@ -209,7 +216,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   for (;;) {
     if (options.signal?.aborted) {
       if (writing) await settle(writing);
-      return { ...current(), ...report };
+      return { ...current(), ...report, recurrences };
     }
     const page = await nextPage();
     const sent = sendPage(page);
@@ -230,14 +237,14 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
     await settle(writing);
     if (source && leftBehind.length > 0) {
       const { settled, stillActive } = await waitForActive(source, queue, leftBehind, options);
-      if (options.signal?.aborted) return { ...current(), ...report };
+      if (options.signal?.aborted) return { ...current(), ...report, recurrences };
       progress.leftActive -= leftBehind.length - stillActive;
       const moving = wanted ? settled.filter((job) => wanted.has(job.state)) : settled;
       progress.excluded += settled.length - moving.length;
       if (moving.length > 0) await finishCopy(startCopy(to, targetQueue, moving, prefix));
     }
     reportPage(null);
-    return { ...current(), ...report };
+    return { ...current(), ...report, recurrences };
   }
 }
 
@@ -318,6 +325,34 @@ async function waitForActive(
 }
 
 type PageReport = Pick<MigrationReport, "missing" | "clashes" | "keptInSource" | "doubled" | "altered">;
+
+/**
+ * Writes the source queue's recurring jobs' definitions to the target (under the target queue, ids
+ * prefixed as the jobs'), and deletes them from the source when moving; a rerun writes the same
+ * again. A target that keeps none stops the migration before anything is written, rather than drop them.
+ */
+async function carryRecurrences(
+  from: Backend,
+  to: Backend,
+  queue: string,
+  targetQueue: string,
+  prefix: string,
+  move: boolean,
+): Promise<number> {
+  if (!hasRecurringJobs(from)) return 0;
+  const recurrences = await from.recurrences(queue);
+  if (recurrences.length === 0) return 0;
+  if (!hasRecurringJobs(to)) {
+    throw new UnsupportedError(
+      `queue ${queue} has ${recurrences.length} recurring job(s), which ${to.kind} cannot keep (it has no RecurringJobs); nothing was written`,
+    );
+  }
+  for (const recurrence of recurrences) {
+    await to.putRecurrence({ ...recurrence, id: prefix + recurrence.id, queue: targetQueue });
+    if (move) await from.removeRecurrence(recurrence.id);
+  }
+  return recurrences.length;
+}
 
 /** The checksums a run sums as the target answers its pages: the jobs as sent, and as held. */
 interface PageSums {

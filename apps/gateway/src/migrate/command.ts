@@ -321,7 +321,7 @@ async function migrateWithCheckpoint(run: QueueRun, saved: QueueCheckpoint | und
 
 /** The report of a queue the checkpoint says was done before (a resumed run skips it). */
 function finishedBefore(saved: QueueCheckpoint): MigrationReport {
-  const none = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [] };
+  const none = { missing: [], clashes: [], keptInSource: [], doubled: [], altered: [], recurrences: 0 };
   return { ...saved, ...none, excluded: 0, leftActive: 0, byState: {}, cursor: null, checksums: saved.checksums ?? unknownChecksums() };
 }
 

@@ -1,4 +1,4 @@
-import { type Backend, type Job, type JobState, forEachPage } from "@switchyard/core";
+import { type Backend, type Job, type JobState, forEachPage, hasRecurringJobs } from "@switchyard/core";
 
 /** A kind of job a target store cannot keep, and the capability it lacks. */
 const LIMITS: Array<{ what: string; capability: keyof Backend["capabilities"]; has: (job: Job) => boolean }> = [
@@ -24,6 +24,9 @@ export async function whatTheTargetCannotHold(
 ): Promise<Record<string, number>> {
   const lacking = LIMITS.filter((limit) => !to.capabilities[limit.capability]);
   const found: Record<string, number> = {};
+  // Recurring jobs' definitions are not jobs: a target without a place for them stops the migration.
+  const recurring = hasRecurringJobs(from) && !hasRecurringJobs(to) ? (await from.recurrences(queue)).length : 0;
+  if (recurring > 0) found["recurring jobs (RecurringJobs)"] = recurring;
   if (lacking.length === 0) return found;
   await forEachPage(from, queue, (jobs) => {
     for (const job of jobs) {
