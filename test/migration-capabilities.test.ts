@@ -76,8 +76,14 @@ describe("migration qless -> glidemq (glide-mq has no tags)", () => {
   });
 });
 
-describe("migration qless -> glidemq (glide-mq keeps no recurring jobs' definitions)", () => {
+describe("migration qless -> a store that keeps no recurring jobs", () => {
   const { stores, backends, queue: newQueue } = usePair("qless", "glidemq");
+  /** The glide-mq target as an adapter without RecurringJobs would be (every store here has them). */
+  const withoutRecurring = (backend: Backend): Backend =>
+    new Proxy(backend, {
+      get: (target, property, receiver) =>
+        ["putRecurrence", "recurrences", "recurrence"].includes(String(property)) ? undefined : Reflect.get(target, property, receiver),
+    });
 
   it("a queue with a recurring job stops before anything is written, naming it", async () => {
     const queue = newQueue();
@@ -86,14 +92,17 @@ describe("migration qless -> glidemq (glide-mq keeps no recurring jobs' definiti
     const recur = `r-${queue}`;
     await (from as Backend & QlessCommands).qless("recur", Date.now() / 1000, queue, recur, "Digest", "{}", "interval", 60, 0);
     try {
-      const failure = await migrateQueue({ from, to, queue }).catch((error: unknown) => error);
+      const failure = await migrateQueue({ from, to: withoutRecurring(to), queue }).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(UnsupportedError);
       expect((failure as Error).message).toContain("1 recurring job(s)");
       expect(await stores.to.countJobs(queue)).toBe(0);
       // It is still the source's: nothing was moved or dropped.
       expect(hasRecurringJobs(from) && (await from.recurrence(recur))).toMatchObject({ queue });
+      // glide-mq itself keeps them (Switchyard's own keys beside its layout): the same migration carries it.
+      expect((await migrateQueue({ from, to, queue })).recurrences).toBe(1);
+      expect(hasRecurringJobs(to) && (await to.recurrence(recur))).toMatchObject({ queue, name: "Digest", intervalMs: 60_000 });
     } finally {
-      if (hasRecurringJobs(from)) await from.removeRecurrence(recur);
+      for (const backend of [from, to]) if (hasRecurringJobs(backend)) await backend.removeRecurrence(recur);
     }
   });
 });

@@ -13,8 +13,8 @@ import type { ConfigInput } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
 
 /**
- * qless's recurring jobs through the RESP door onto Worker Queue tables (SQLite, PostgreSQL) and a
- * Cloudq collection: the definition kept in the store's side table or collection (probed there), its
+ * qless's recurring jobs through the RESP door onto Worker Queue tables (SQLite, PostgreSQL), a
+ * Cloudq collection and a glide-mq store: the definition kept in the store's side table, collection or keys (probed there), its
  * instances added by pops as qless adds them, and two gateways popping the same store at once adding
  * each instance once.
  */
@@ -22,6 +22,7 @@ const dir = mkdtempSync(join(tmpdir(), "switchyard-qless-recur-"));
 const table = `qrecur_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
 const pg = knexFactory({ client: "pg", connection: serviceUrl("postgres") });
 const mongoDatabase = `qless_recur_${randomUUID().slice(0, 8)}`;
+const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/13`;
 const QLESS = qlessScriptSource();
 const QLESS_SHA = createHash("sha1").update(QLESS).digest("hex");
 const config: ConfigInput = {
@@ -29,10 +30,12 @@ const config: ConfigInput = {
     lite: { type: "workerqueue-sql", url: `sqlite:${join(dir, "recur.sqlite")}` },
     pg: { type: "workerqueue-sql", url: serviceUrl("postgres"), options: { table } },
     mongo: { type: "cloudq-mongo", url: serviceUrl("mongo"), options: { database: mongoDatabase, completion: "mark-deleted" } },
+    glide: { type: "glidemq-valkey", url: redisUrl },
   },
   routes: [
     { pattern: "pg-*", backend: "pg" },
     { pattern: "mongo-*", backend: "mongo" },
+    { pattern: "glide-*", backend: "glide" },
     { pattern: "*", backend: "lite" },
   ],
   doors: { resp: { port: 0 } },
@@ -73,6 +76,15 @@ const jidsOf = (reply: unknown): string[] => {
 /** The definition as the store keeps it, read around the gateway. */
 async function stored(prefix: string, jid: string): Promise<Record<string, unknown> | undefined> {
   if (prefix === "pg") return pg(`${table}_sy_recurring`).where({ id: jid }).first();
+  if (prefix === "glide") {
+    const redis = new Redis(redisUrl);
+    try {
+      const hash = await redis.hgetall(`glide:sy:recurring:{${jid}}`);
+      return hash.queue === undefined ? undefined : { ...hash, count: Number(hash.count), priority: Number(hash.priority) };
+    } finally {
+      redis.disconnect();
+    }
+  }
   if (prefix === "mongo") {
     const mongo = await new MongoClient(serviceUrl("mongo")).connect();
     try {
@@ -93,6 +105,7 @@ describe.each([
   { name: "SQLite", prefix: "lite" },
   { name: "PostgreSQL", prefix: "pg" },
   { name: "MongoDB-compatible (Cloudq)", prefix: "mongo" },
+  { name: "glide-mq (Valkey/Redis)", prefix: "glide" },
 ])("qless recurring jobs through the RESP door onto $name", ({ prefix }) => {
   const names = () => {
     const id = randomUUID().slice(0, 8);
@@ -100,10 +113,29 @@ describe.each([
   };
   const now = Math.floor(Date.now() / 1000);
 
+  // glide-mq's jobs have no tags: there a recurring job with tags is refused when it is made.
+  const tags = prefix === "glide" ? [] : ["ops"];
+
   it("recur keeps the definition in the store; pops add each due instance, put when it was due, with the definition's fields", async () => {
     const { queue, jid } = names();
     expect(
-      await qless("recur", now, queue, jid, "Digest", '{"to": "ops"}', "interval", 60, 0, "priority", 3, "tags", '["ops"]', "retries", 1),
+      await qless(
+        "recur",
+        now,
+        queue,
+        jid,
+        "Digest",
+        '{"to": "ops"}',
+        "interval",
+        60,
+        0,
+        "priority",
+        3,
+        "tags",
+        JSON.stringify(tags),
+        "retries",
+        1,
+      ),
     ).toBe(jid);
     if (prefix !== "lite") expect(await stored(prefix, jid)).toMatchObject({ queue, name: "Digest", count: 0, priority: 3 });
     expect(JSON.parse((await qless("recur.get", now, jid)) as string)).toMatchObject({
@@ -115,7 +147,14 @@ describe.each([
     expect(jidsOf(await qless("pop", now + 59, queue, "w", 10))).toEqual([`${jid}-1`]);
     expect(jidsOf(await qless("pop", now + 59, queue, "w", 10))).toEqual([]);
     const [second] = JSON.parse((await qless("pop", now + 61, queue, "w", 10)) as string);
-    expect(second).toMatchObject({ jid: `${jid}-2`, spawned_from_jid: jid, klass: "Digest", priority: 3, retries: 1, tags: ["ops"] });
+    expect(second).toMatchObject({
+      jid: `${jid}-2`,
+      spawned_from_jid: jid,
+      klass: "Digest",
+      priority: 3,
+      retries: 1,
+      tags: tags.length > 0 ? tags : {},
+    });
     expect(second.history[0]).toEqual({ when: now + 60, q: queue, what: "put" });
     if (prefix !== "lite") expect(await stored(prefix, jid)).toMatchObject({ count: 2 });
     expect(await qless("unrecur", now, jid)).toBe(1);
@@ -152,5 +191,18 @@ describe.each([
     expect(new Set(popped).size).toBe(popped.length);
     expect([...popped, ...waiting].sort()).toEqual(Array.from({ length: count }, (_, i) => `${jid}-${i + 1}`).sort());
     expect(popped.length).toBeGreaterThan(0);
+  });
+});
+
+describe("qless recurring jobs through the RESP door onto glide-mq, whose jobs have no tags", () => {
+  it("a recurring job with tags is refused (501), as its instances could not be jobs there, and nothing is kept", async () => {
+    const [queue, jid] = [`glide-recur-${randomUUID().slice(0, 8)}`, `r-${randomUUID().slice(0, 8)}`];
+    const now = Math.floor(Date.now() / 1000);
+    const tagged = qless("recur", now, queue, jid, "K", "{}", "interval", 60, 0, "tags", '["ops"]');
+    await expect(tagged).rejects.toThrow(/UNSUPPORTED.*no tags/);
+    expect(await qless("recur.get", now, jid)).toBeNull();
+    expect(await qless("recur", now, queue, jid, "K", "{}", "interval", 60, 0)).toBe(jid);
+    await expect(qless("recur.tag", now, jid, "ops")).rejects.toThrow(/UNSUPPORTED.*no tags/);
+    expect(JSON.parse((await qless("recur.get", now, jid)) as string)).toMatchObject({ tags: {} });
   });
 });

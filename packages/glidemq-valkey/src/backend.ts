@@ -22,6 +22,7 @@ import {
   type ListOptions,
   NotFoundError,
   type Page,
+  type RecurringJobs,
   type ReserveOptions,
   emptyCounts,
   guardBackend,
@@ -48,6 +49,7 @@ import { importJobs } from "./migration.js";
 import { GlideProducer } from "./producer.js";
 import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
 import { type StalledRecoveryOptions, stalledRecovery } from "./recovery.js";
+import { glideRecurringJobs } from "./recurring.js";
 import { afterScheduledJob, fireDueSchedulers } from "./schedulers.js";
 import { type RedisClient, isCluster, loadScripts, runScript } from "./scripts.js";
 
@@ -100,7 +102,9 @@ const consumerName = (worker: string) => `switchyard:${worker}`;
  * jobs glide-mq producers add are reserved here. Leases are Switchyard's own hash fields
  * (`syWorker`, `syLeaseUntil`, `syLeaseStart`, `syEntryId`) and `sy:leases`; no native field changes meaning.
  */
-export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & GlideMqQueues & GlideMqFlows & JobEventFeed {
+export function createGlideMqBackend(
+  options: GlideMqBackendOptions,
+): Backend & GlideMqQueues & GlideMqFlows & JobEventFeed & RecurringJobs {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   let owned = false;
   let readying: Promise<RedisClient> | undefined;
@@ -210,6 +214,7 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     ...deadLetters(ready, keysOf, producing),
     ...glideFlows(ready, keysOf, producing),
     ...glideDags(ready, keysOf, producing),
+    ...glideRecurringJobs(ready, prefix),
     kind: "glidemq-valkey",
     capabilities: GLIDEMQ_CAPABILITIES,
 
@@ -408,5 +413,5 @@ export function createGlideMqBackend(options: GlideMqBackendOptions): Backend & 
     async import(queue, jobs: Job[]): Promise<ImportResult> {
       return importJobs(await ready(), queue, keysOf(queue), jobs);
     },
-  } satisfies Backend & GlideMqQueues & JobRemoval & JobLookup & { setProgress: NonNullable<Backend["setProgress"]> });
+  } satisfies Backend & GlideMqQueues & JobRemoval & JobLookup & RecurringJobs & { setProgress: NonNullable<Backend["setProgress"]> });
 }

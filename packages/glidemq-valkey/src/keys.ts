@@ -28,6 +28,8 @@ export interface QueueKeys {
   leases: string;
   /** Switchyard's own: jobs enqueued here that wait on dependencies (state waiting-children). */
   blocked: string;
+  /** Switchyard's own: the ids of the recurring jobs defined on this queue, scored by next run (recurring.ts). */
+  recurring: string;
   job(id: string): string;
   deps(id: string): string;
   worker(consumerId: string): string;
@@ -80,8 +82,18 @@ export function queueKeys(queue: string, prefix = DEFAULT_PREFIX): QueueKeys {
     schedulers: `${base}schedulers`,
     leases: `${base}sy:leases`,
     blocked: `${base}sy:blocked`,
+    recurring: `${base}sy:recurring`,
     job: (id) => `${base}job:${id}`,
     deps: (id) => `${base}deps:${id}`,
     worker: (consumerId) => `${base}w:${consumerId}`,
   };
+}
+
+/**
+ * Switchyard's own hash of one recurring job's definition (recurring.ts). Its ids are the store's, not
+ * a queue's, so the key is outside every queue's, hash-tagged by the id: a definition moved to another
+ * queue keeps its key, and on a cluster it lands in a slot of its own.
+ */
+export function recurrenceKey(id: string, prefix = DEFAULT_PREFIX): string {
+  return `${prefix}:sy:recurring:{${id}}`;
 }

@@ -38,7 +38,8 @@ export type ScriptName =
   | "write-schedulers"
   | "signal"
   | "broadcast-deliver"
-  | "flow-dag";
+  | "flow-dag"
+  | "advance-recurrence";
 
 function luaDir(): string {
   // Next to this module in the sources; from dist, the package ships src/lua as well.
@@ -96,6 +97,7 @@ const ALL: ScriptName[] = [
   "signal",
   "broadcast-deliver",
   "flow-dag",
+  "advance-recurrence",
 ];
 
 function isCluster(client: RedisClient): client is Cluster {

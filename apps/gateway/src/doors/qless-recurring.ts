@@ -29,6 +29,17 @@ function recurringStore(backend: Backend, queue: string, command: string): Backe
   throw new UnsupportedError(`qless command ${command} needs a store that keeps recurring jobs; ${where}, which does not`);
 }
 
+/**
+ * A definition whose instances the store could not enqueue is refused when it is made, not at every
+ * pop after: glide-mq's jobs have no tags, so a recurring job with tags has no place there.
+ */
+function instantiable(backend: Backend, recurrence: Recurrence, command: string): Recurrence {
+  if (recurrence.tags.length > 0 && !backend.capabilities.tags) {
+    throw new UnsupportedError(`qless command ${command}: queue ${recurrence.queue} is on ${backend.kind}, whose jobs have no tags`);
+  }
+  return recurrence;
+}
+
 /** qless's `recur.get` reply: the definition as ql:r:<jid> holds it. */
 function recurView(recurrence: Recurrence): Record<string, unknown> {
   const kept = qlessFields(recurrence);
@@ -121,7 +132,9 @@ export const RECURRING_COMMANDS: Record<string, Handler> = {
       backlog: given.backlog,
       native: {},
     };
-    await store.putRecurrence(withData(withInterval(recurrence, given.interval), given.dataText, given.data));
+    await store.putRecurrence(
+      instantiable(backend, withData(withInterval(recurrence, given.interval), given.dataText, given.data), "recur"),
+    );
     settings.queues.put(backend, queue);
     return given.jid;
   },
@@ -150,7 +163,7 @@ export const RECURRING_COMMANDS: Record<string, Handler> = {
     const store = recurringStore(backend, queue, "recur.tag");
     const recurrence = await existingRecurrence(store, jid, `Tag(): Job ${jid} does not exist`, notes);
     const added = [...recurrence.tags, ...tags.filter((tag, i) => !recurrence.tags.includes(tag) && tags.indexOf(tag) === i)];
-    await store.putRecurrence({ ...recurrence, tags: added });
+    await store.putRecurrence(instantiable(backend, { ...recurrence, tags: added }, "recur.tag"));
     return luaList(added);
   },
   async "recur.untag"(backend, queue, args, _settings, notes) {
