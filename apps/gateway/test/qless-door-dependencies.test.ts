@@ -127,15 +127,11 @@ describe.each([
     expect(await get(b)).toMatchObject({ state: "running" });
   });
 
-  it("depends on/off changes what a blocked job waits for where the store can (Worker Queue tables), else 501", async () => {
+  it("depends on/off changes what a blocked job waits for (Worker Queue tables and Cloudq can)", async () => {
     const { queue, a, b, child } = names();
     await qless("put", "producer", queue, a, "K", "{}", 0);
     await qless("put", "producer", queue, b, "K", "{}", 0);
     await qless("put", "producer", queue, child, "K", "{}", 0, "depends", JSON.stringify([a]));
-    if (prefix === "mongo") {
-      await expect(qless("depends", child, "on", b)).rejects.toThrow(/UNSUPPORTED: qless depends on\/off/);
-      return;
-    }
     expect(await qless("depends", child, "on", b, "missing-jid")).toBe(1);
     expect(await get(child)).toMatchObject({ state: "depends", dependencies: [a, b] });
     expect(await get(b)).toMatchObject({ dependents: [child] });

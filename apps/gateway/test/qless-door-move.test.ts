@@ -277,8 +277,10 @@ describe("a qless put moves a job on a store whose dependencies hold within one 
     const store = storeOf("mongo");
     expect(await store.get(queue, jid)).toMatchObject({ state: "blocked", dependsOn: [parent] });
     expect(await store.get(other, jid)).toBeNull();
-    // Its dependencies cannot change either: qless's depends on/off reaches what the store cannot do.
-    await expect(qless("depends", jid, "on", plain)).rejects.toThrow(/^ERR UNSUPPORTED: .*fixes them at enqueue/);
+    // Its dependencies can change in its own queue (DependencyEditing), which does not move it.
+    expect(await qless("depends", jid, "on", plain)).toBe(1);
+    expect(await store.get(queue, jid)).toMatchObject({ state: "blocked", dependsOn: [parent, plain] });
+    expect(await qless("depends", jid, "off", plain)).toBe(1);
     expect(await store.get(queue, jid)).toMatchObject({ state: "blocked", dependsOn: [parent] });
     expect(await qless("put", "worker", other, plain, "klass", "{}", 0)).toBe(plain);
     expect(await store.get(queue, plain)).toMatchObject({ state: "canceled" });

@@ -3,6 +3,7 @@ import {
   type Capabilities,
   type CompleteOptions,
   DEFAULT_LEASE_MS,
+  type DependencyEditing,
   type EnqueueInput,
   type EnqueueResult,
   type JobEventFeed,
@@ -16,6 +17,7 @@ import {
 import { MongoClient } from "mongodb";
 import { type AddedJob, forgetCandidates, releaseAll } from "./candidates.js";
 import { dependentsOf } from "./dependencies.js";
+import { addDependencies, removeDependencies } from "./dependency-editing.js";
 import { enqueueMany, enqueueOne } from "./enqueue.js";
 import { cloudqEventFeed } from "./event-feed.js";
 import { importJobs } from "./import.js";
@@ -51,7 +53,7 @@ export function capabilitiesFor(layout: Pick<ResolvedLayout, "completion">): Cap
  * A Backend on the Cloudq document layout, sharing `cloudq.jobs` with the Ruby and Node Mongo-era
  * servers. Pass a connection string (the backend owns the client) or a MongoClient you own.
  */
-export function createCloudqBackend(options: CloudqBackendOptions): Backend & JobEventFeed & RecurringJobs {
+export function createCloudqBackend(options: CloudqBackendOptions): Backend & JobEventFeed & RecurringJobs & DependencyEditing {
   const layout = resolveLayout(options);
   const owned = options.client === undefined;
   const client = options.client ?? new MongoClient(options.url as string);
@@ -147,6 +149,19 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     get: (queue, id) => run("get", () => getJob(store, queue, id)),
     getMany: (queue: string, ids: string[]) => run("getMany", () => getJobs(store, queue, ids)),
     dependentsOf: (queue: string, ids: string[]) => run("dependentsOf", () => dependentsOf(store, queue, ids)),
+    // A job these release is waiting at once, and may come before the pooled candidates.
+    addDependencies: (queue: string, id: string, parents: string[]) =>
+      run("addDependencies", async () => {
+        const job = await addDependencies(store, queue, id, parents);
+        forgetCandidates(store, queue, added([{ job, created: false }]));
+        return job;
+      }),
+    removeDependencies: (queue: string, id: string, parents: string[] | "all") =>
+      run("removeDependencies", async () => {
+        const job = await removeDependencies(store, queue, id, parents);
+        forgetCandidates(store, queue, added([{ job, created: false }]));
+        return job;
+      }),
     list: (queue, list) => run("list", () => pageJobs(store, listFilter(store, queue, list.state), list.limit, list.cursor)),
     counts: (queue) => run("counts", () => countJobs(store, queue)),
     queues: () => run("queues", () => queueNames(store)),

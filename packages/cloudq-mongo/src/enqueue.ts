@@ -196,7 +196,7 @@ async function insertJob(
   });
   let stored = outcome.document;
   // A parent may have completed between the check and the insert, with nobody left to release us.
-  if (outcome.created && blocked && (await releaseIfReady(store, queue, { _id: stored._id, parents: input.dependsOn }))) {
+  if (outcome.created && blocked && (await releaseIfReady(store, queue, stored))) {
     stored = (await store.jobs.findOne({ _id: stored._id })) ?? stored;
   }
   const result = { job: documentToJob(stored, store.layout.stateField, now), created: outcome.created };
