@@ -204,7 +204,7 @@ export function checkJobArgs(command: string, args: QlessArgs): void {
   }
 }
 
-/** A `recur` as qless reads it; options not given are left out (a re-`recur` sets them to qless's defaults). */
+/** A `recur` as qless reads it; an option not given takes qless's default (no tags, 0 otherwise), a re-`recur` too. */
 export interface RecurArgs {
   jid: string;
   klass: string;
