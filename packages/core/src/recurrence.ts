@@ -46,6 +46,14 @@ export interface RecurringJobs {
   advanceRecurrence(id: string, seen: number, count: number, nextAt: number): Promise<boolean>;
 }
 
+/**
+ * The order `recurrences` answers in: the next due first, then by id in byte order, as a Redis sorted
+ * set orders members of equal score (for a store that sorts what it read).
+ */
+export function byNextRun(a: Recurrence, b: Recurrence): number {
+  return a.nextAt - b.nextAt || Buffer.compare(Buffer.from(a.id), Buffer.from(b.id));
+}
+
 export function hasRecurringJobs(backend: Backend): backend is Backend & RecurringJobs {
   const store = backend as Partial<RecurringJobs>;
   return typeof store.putRecurrence === "function" && typeof store.recurrences === "function";

@@ -1,4 +1,4 @@
-import type { Recurrence, RecurringJobs } from "@switchyard/core";
+import { type Recurrence, type RecurringJobs, byNextRun } from "@switchyard/core";
 import type { ChainableCommander } from "ioredis";
 import { queueKeys, recurrenceKey, validateJobId } from "./keys.js";
 import { type RedisClient, runScript } from "./scripts.js";
@@ -49,11 +49,6 @@ function fromHash(id: string, hash: Record<string, string>): Recurrence {
     backlog: Number(hash.backlog),
     native: JSON.parse(hash.native as string),
   };
-}
-
-/** Next due first, then by id in byte order, as a sorted set orders members of equal score. */
-function byNextRun(a: Recurrence, b: Recurrence): number {
-  return a.nextAt - b.nextAt || Buffer.compare(Buffer.from(a.id), Buffer.from(b.id));
 }
 
 /** The replies of a MULTI, each command's error thrown. */

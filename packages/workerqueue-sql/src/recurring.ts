@@ -1,4 +1,4 @@
-import type { Recurrence } from "@switchyard/core";
+import { type Recurrence, byNextRun } from "@switchyard/core";
 import type { Store } from "./options.js";
 
 /**
@@ -78,8 +78,6 @@ function fromRow(row: RecurrenceRow & { native: string }): Recurrence {
   };
 }
 
-const byId = (a: Recurrence, b: Recurrence) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
 export async function putRecurrence(store: Store, recurrence: Recurrence): Promise<void> {
   const row = toRow(recurrence);
   await store.knex(store.recurringTable).insert(row).onConflict("id").merge();
@@ -93,7 +91,7 @@ export async function findRecurrence(store: Store, id: string): Promise<Recurren
 /** The queue's recurrences, next due first; ties by id in byte order, as Redis orders a sorted set's (collations would not). */
 export async function queueRecurrences(store: Store, queue: string): Promise<Recurrence[]> {
   const rows = await store.knex(store.recurringTable).where("queue", queue);
-  return rows.map(fromRow).sort((a: Recurrence, b: Recurrence) => a.nextAt - b.nextAt || byId(a, b));
+  return rows.map(fromRow).sort(byNextRun);
 }
 
 export async function removeRecurrence(store: Store, id: string): Promise<boolean> {

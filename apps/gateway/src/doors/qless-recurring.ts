@@ -23,6 +23,14 @@ interface QlessRecurFields {
 
 const qlessFields = (recurrence: Recurrence): QlessRecurFields => (recurrence.native.qless ?? {}) as QlessRecurFields;
 
+/** The interval in seconds, as qless was given it. */
+const intervalOf = (recurrence: Recurrence): number => qlessFields(recurrence).interval ?? recurrence.intervalMs / 1000;
+
+/** The definition with qless's spellings of the fields it changes kept beside them. */
+function withQlessFields(recurrence: Recurrence, fields: QlessRecurFields): Recurrence {
+  return { ...recurrence, native: { ...recurrence.native, qless: { ...qlessFields(recurrence), ...fields } } };
+}
+
 function recurringStore(backend: Backend, queue: string, command: string): Backend & RecurringJobs {
   if (hasRecurringJobs(backend)) return backend;
   const where = queue === "" ? `the gateway's only store is ${backend.kind}` : `queue ${queue} is on ${backend.kind}`;
@@ -49,24 +57,13 @@ function recurView(recurrence: Recurrence): Record<string, unknown> {
     state: "recur",
     queue: recurrence.queue,
     priority: recurrence.priority,
-    interval: kept.interval ?? recurrence.intervalMs / 1000,
+    interval: intervalOf(recurrence),
     retries: recurrence.maxAttempts - 1,
     count: recurrence.count,
     data: kept.data ?? JSON.stringify(recurrence.data),
     tags: luaList(recurrence.tags),
     backlog: recurrence.backlog,
   };
-}
-
-/** A definition with `intervalSeconds`, keeping the spelling qless answers with. */
-function withInterval(recurrence: Recurrence, intervalSeconds: number): Recurrence {
-  const native = { ...recurrence.native, qless: { ...qlessFields(recurrence), interval: intervalSeconds } };
-  return { ...recurrence, intervalMs: intervalSeconds * 1000, native };
-}
-
-/** The same with data given as text. */
-function withData(recurrence: Recurrence, text: string, data: Recurrence["data"]): Recurrence {
-  return { ...recurrence, data, native: { ...recurrence.native, qless: { ...qlessFields(recurrence), data: text } } };
 }
 
 /** The recurring job `jid`, once the caller may reach its queue; qless's `missing` words when there is none. */
@@ -87,15 +84,17 @@ function updated(recurrence: Recurrence, key: string, value: string, notes: Tran
       return { ...recurrence, maxAttempts: number() + 1 };
     case "interval": {
       // qless moves the next run by the change of interval (ZINCRBY), not to now + interval.
-      const before = qlessFields(recurrence).interval ?? recurrence.intervalMs / 1000;
       const next = number();
-      return { ...withInterval(recurrence, next), nextAt: recurrence.nextAt + (next - before) * 1000 };
+      const nextAt = recurrence.nextAt + (next - intervalOf(recurrence)) * 1000;
+      return withQlessFields({ ...recurrence, intervalMs: next * 1000, nextAt }, { interval: next });
     }
     case "data":
-      return withData(
-        recurrence,
-        value,
-        cjsonArg("recur.update", value, 'Recur(): Arg "data"', `Recur(): Arg "data" is not JSON-encoded: ${value}`),
+      return withQlessFields(
+        {
+          ...recurrence,
+          data: cjsonArg("recur.update", value, 'Recur(): Arg "data"', `Recur(): Arg "data" is not JSON-encoded: ${value}`),
+        },
+        { data: value },
       );
     case "klass":
       return { ...recurrence, name: value };
@@ -133,7 +132,7 @@ export const RECURRING_COMMANDS: Record<string, Handler> = {
       native: {},
     };
     await store.putRecurrence(
-      instantiable(backend, withData(withInterval(recurrence, given.interval), given.dataText, given.data), "recur"),
+      instantiable(backend, withQlessFields(recurrence, { interval: given.interval, data: given.dataText }), "recur"),
     );
     settings.queues.put(backend, queue);
     return given.jid;
@@ -209,7 +208,7 @@ export async function addDueInstances(
   if (due.length === 0 || (pop && (await backend.isPaused(queue)))) return;
   let added = 0;
   for (const recurrence of due) {
-    const interval = qlessFields(recurrence).interval ?? recurrence.intervalMs / 1000;
+    const interval = intervalOf(recurrence);
     let score = Math.floor(recurrence.nextAt / 1000);
     const overdue = (now - score) / interval;
     if (recurrence.backlog !== 0 && overdue > recurrence.backlog) score += Math.ceil(overdue - recurrence.backlog) * interval;
