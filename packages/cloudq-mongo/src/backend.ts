@@ -26,7 +26,7 @@ import { type CloudqBackendOptions, type ResolvedLayout, resolveLayout } from ".
 import { countJobs, getJob, getJobs, listFilter, pageJobs, queueNames, queuesHolding } from "./reads.js";
 import { advanceRecurrence, findRecurrence, putRecurrence, queueRecurrences, removeRecurrence } from "./recurring.js";
 import { type ClaimRequest, completeAndClaim, notePaused, reserveJobs } from "./reserve.js";
-import { type Store, guarded } from "./store.js";
+import { type Store, guarded, traitsOf } from "./store.js";
 import { cancel, complete, fail, heartbeat, removeJobs, setProgress } from "./transitions.js";
 
 const MAX_RESERVE_COUNT = 1000;
@@ -65,12 +65,14 @@ export function createCloudqBackend(options: CloudqBackendOptions): Backend & Jo
     claims: db.collection(layout.claimsCollection),
     layout,
     now: options.clock ?? Date.now,
+    server: { equalitiesOnly: false },
   };
   let readyOnce: Promise<void> | undefined;
 
   const ready = (): Promise<void> => {
     readyOnce ??= guarded("connecting", async () => {
       await client.connect();
+      Object.assign(store.server, traitsOf(await db.admin().command({ buildInfo: 1 })));
       if (layout.createIndexes) {
         await ensureIndexes(store.jobs, indexesFor(layout.stateField));
         await ensureIndexes(store.recurring, RECURRING_INDEXES);

@@ -1,6 +1,7 @@
 import type { AnyBulkWriteOperation } from "mongodb";
 import { type CloudqDocument, type DocumentId, NATIVE } from "./document.js";
 import { idOf, jobFilter } from "./ids.js";
+import { findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 import { releaseTokens, takeToken, tokenOf } from "./tokens.js";
 
@@ -16,7 +17,7 @@ export async function unfinishedParents(store: Store, queue: string, parents: st
   const { stateField } = store.layout;
   const pending: string[] = [];
   for (const parent of new Set(parents)) {
-    const document = await store.jobs.findOne({ ...jobFilter(queue, parent) }, { projection: { [stateField]: 1 } });
+    const document = await findDocument(store, queue, parent);
     const state = document?.[stateField];
     if (document && state !== NATIVE.deleted) pending.push(parent);
   }

@@ -2,6 +2,7 @@ import { ConflictError, InvalidStateError, type Job, NotFoundError, ValidationEr
 import { holdingJobToken, parentsAre, pauseBeforeRetry, releaseWrite, unfinishedParents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, coreStateOf, documentToJob } from "./document.js";
 import { jobFilter } from "./ids.js";
+import { findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 
 /**
@@ -50,7 +51,7 @@ function checkParents(parents: unknown, what: string): void {
  */
 async function changeDependencies(store: Store, queue: string, id: string, change: (parents: string[]) => string[]): Promise<Job> {
   for (let round = 0; round < MAX_EDIT_ROUNDS; round++) {
-    const document = await store.jobs.findOne(jobFilter(queue, id));
+    const document = await findDocument(store, queue, id);
     if (!document) throw notFound(queue, id);
     const state = coreStateOf(document, store.layout.stateField, store.now());
     if (state !== "blocked") {

@@ -23,6 +23,7 @@ import {
   priorityFields,
 } from "./document.js";
 import { asObjectId, idSlot, isDuplicateKey, jobFilter, uniqueSlot } from "./ids.js";
+import { findDocument } from "./reads.js";
 import type { Store } from "./store.js";
 
 /** What a document is built from: a new job's input, or an imported Job. */
@@ -125,7 +126,7 @@ export async function insertDocument(store: Store, request: InsertRequest): Prom
   let useAlias = id !== undefined && asObjectId(id) === null;
   for (let round = 0; round < MAX_INSERT_ROUNDS; round++) {
     if (id !== undefined) {
-      const existing = await store.jobs.findOne(jobFilter(queue, id));
+      const existing = await findDocument(store, queue, id);
       if (existing) return { created: false, document: existing };
     }
     const _id = id !== undefined && !useAlias ? (asObjectId(id) as ObjectId) : new ObjectId();

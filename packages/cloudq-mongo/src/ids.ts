@@ -54,9 +54,9 @@ export function isDuplicateKey(error: unknown): boolean {
 }
 
 /**
- * Filters that find the jobs of many ids without `$or` (FerretDB scans the whole collection for an
- * `$or`, but serves `$in` on an indexed field from the index): caller-chosen ids by their
- * `switchyard.idSlot`, the others by `_id` in each spelling an id may have.
+ * Filters that find the jobs of many ids without `$or`, each `$in` served by an index on MongoDB:
+ * caller-chosen ids by their `switchyard.idSlot`, the others by `_id` in each spelling an id may
+ * have. (FerretDB 1.x reads every document for either; reads.ts looks each id up by equalities there.)
  */
 export function jobsFilters(queue: string, ids: string[]): Array<Record<string, unknown>> {
   const rawIds = ids.flatMap(idSpellings);

@@ -17,6 +17,7 @@ import { UNFINISHED, dependentsProbe, releaseDependents } from "./dependencies.j
 import { type CloudqDocument, NATIVE, documentToJob, jsonFields } from "./document.js";
 import { forgetHanded, handedDocument, refreshHanded } from "./handed.js";
 import { asObjectId, idOf, jobFilter } from "./ids.js";
+import { findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 
 type Filter = Record<string, unknown>;
@@ -43,7 +44,7 @@ async function refusal(
   what: string,
   notActive: "invalid" | "lease",
 ): Promise<Error> {
-  return refusalOf(await store.jobs.findOne(jobFilter(queue, id)), store, queue, id, worker, what, notActive);
+  return refusalOf(await findDocument(store, queue, id), store, queue, id, worker, what, notActive);
 }
 
 function refusalOf(
@@ -243,7 +244,7 @@ async function completionOrRefusal(store: Store, queue: string, id: string, opti
     const document = await completionWrite(store, jobFilter(queue, id), options, now);
     if (document) return { document, now };
   }
-  const current = await store.jobs.findOne(jobFilter(queue, id));
+  const current = await findDocument(store, queue, id);
   const held =
     current?.[store.layout.stateField] === NATIVE.reserved &&
     (options.worker === undefined || current.switchyard?.lease?.worker === options.worker);
@@ -329,7 +330,7 @@ export async function cancel(store: Store, queue: string, id: string): Promise<v
     update({ $set: { [stateField]: NATIVE.canceled, updated_at: new Date(now), "switchyard.finishedAt": now }, $unset: FINISHED_UNSET }),
   );
   if (result.matchedCount > 0) return;
-  const document = await store.jobs.findOne(jobFilter(queue, id));
+  const document = await findDocument(store, queue, id);
   if (!document) throw new NotFoundError(`cloudq-mongo: no job ${id} in queue ${queue}`, { queue, id });
   throw new InvalidStateError(`cloudq-mongo: job ${id} is already finished (${String(document[stateField])})`, { queue, id });
 }

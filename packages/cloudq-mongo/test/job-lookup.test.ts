@@ -1,7 +1,8 @@
 import { hasJobLookup } from "@switchyard/core";
-import type { MongoClient } from "mongodb";
+import { type CommandStartedEvent, MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCloudqBackend } from "../src/index.js";
+import { traitsOf } from "../src/store.js";
 import { mongoUrl, rawClient, rawFilter, testDatabase } from "./helpers.js";
 
 /**
@@ -52,5 +53,67 @@ describe("cloudq-mongo: queuesHolding", () => {
     expect(await backend.get(legacy, "424242")).toMatchObject({ id: "424242" });
     expect(await backend.queuesHolding("424242")).toEqual([legacy]);
     expect(await backend.queuesHolding(`never-${jid}`)).toEqual([]);
+  });
+});
+
+interface JobsRead {
+  command: "find" | "distinct";
+  filter: Record<string, unknown>;
+}
+
+/** A read command on the jobs collection with its filter, or null for any other command. */
+function jobsRead(event: CommandStartedEvent): JobsRead | null {
+  const command = event.command as Record<string, unknown>;
+  if (command.find === "cloudq.jobs") return { command: "find", filter: (command.filter ?? {}) as Record<string, unknown> };
+  if (command.distinct === "cloudq.jobs") return { command: "distinct", filter: (command.query ?? {}) as Record<string, unknown> };
+  return null;
+}
+
+describe("cloudq-mongo: looking jobs up on FerretDB 1.x", () => {
+  it("tells FerretDB 1.x from MongoDB and later FerretDB by buildInfo", () => {
+    expect(traitsOf({}).equalitiesOnly).toBe(false);
+    expect(traitsOf({ ferretdbVersion: "v2.1.0" }).equalitiesOnly).toBe(false);
+    expect(traitsOf({ ferretdbVersion: "v1.24.2" }).equalitiesOnly).toBe(true);
+  });
+
+  it("finds a job by equalities only, never an $or, an $in or a find on a nested field (each reads every document there)", async () => {
+    const info = await client.db("admin").command({ buildInfo: 1 });
+    expect(info.ferretdbVersion, "the test setup's MongoDB-compatible server is FerretDB 1.x").toMatch(/^v1\./);
+    const monitored = new MongoClient(mongoUrl(), { monitorCommands: true });
+    const reads: JobsRead[] = [];
+    monitored.on("commandStarted", (event) => {
+      const read = jobsRead(event);
+      if (read) reads.push(read);
+    });
+    const watched = createCloudqBackend({ client: monitored, database, completion: "mark-deleted" });
+    try {
+      const q = queue("equalities");
+      const jid = `jid-${Math.random().toString(36).slice(2, 10)}`;
+      await watched.enqueue(q, { name: "chosen", id: jid });
+      const { job: native } = await watched.enqueue(q, { name: "native" });
+      reads.length = 0;
+
+      expect(await watched.get(q, jid)).toMatchObject({ id: jid, name: "chosen" });
+      expect(await watched.get(q, native.id)).toMatchObject({ id: native.id, name: "native" });
+      expect(await watched.get(q, `${jid}-missing`)).toBeNull();
+      expect((await watched.getMany?.(q, [native.id, `${jid}-missing`, jid]))?.map((job) => job?.name ?? null)).toEqual([
+        "native",
+        null,
+        "chosen",
+      ]);
+      if (!hasJobLookup(watched)) throw new Error("cloudq-mongo has no JobLookup");
+      expect(await watched.queuesHolding(jid)).toEqual([q]);
+      expect((await watched.enqueue(q, { name: "again", id: jid })).created).toBe(false);
+
+      expect(reads.length).toBeGreaterThan(0);
+      const text = JSON.stringify(reads.map((read) => read.filter));
+      expect(text).not.toContain("$or");
+      expect(text).not.toContain("$in");
+      const nestedFinds = reads.filter((read) => read.command === "find" && Object.keys(read.filter).some((key) => key.includes(".")));
+      expect(nestedFinds).toEqual([]);
+    } finally {
+      await watched.close();
+      await monitored.close();
+    }
   });
 });
