@@ -1,5 +1,5 @@
 import { runConformance } from "@switchyard/conformance";
-import type { MongoClient } from "mongodb";
+import { MongoClient } from "mongodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CompletionMode, type StateField, capabilitiesFor, createCloudqBackend } from "../src/index.js";
 import { cloudqProbe, mongoUrl, rawClient, testDatabase } from "./helpers.js";
@@ -83,6 +83,40 @@ describe("cloudq-mongo: concurrency", () => {
       ).toBe(1000);
     } finally {
       await Promise.all(reservers.map((reserver) => reserver.close()));
+    }
+  }, 300_000);
+
+  it("50 concurrent reserves of one backend on 100 jobs: each job once, each reserve passing by what another went for (about one token a job)", async () => {
+    const q = `local-${Math.random().toString(36).slice(2, 10)}`;
+    const monitored = new MongoClient(mongoUrl(), { monitorCommands: true });
+    let tokensTried = 0;
+    monitored.on("commandStarted", (event) => {
+      const command = event.command as { insert?: string; documents?: unknown[] };
+      if (command.insert === "cloudq.claims") tokensTried += command.documents?.length ?? 0;
+    });
+    const backend = createCloudqBackend({ client: monitored, database: raceDatabase });
+    try {
+      await backend.enqueueBulk(
+        q,
+        Array.from({ length: 100 }, (_, i) => ({ name: "local", data: [i] })),
+      );
+      const handedOut: string[] = [];
+      await Promise.all(
+        Array.from({ length: 50 }, async (_, index) => {
+          for (;;) {
+            const got = await backend.reserve(q, { worker: `l${index}`, leaseMs: 300_000 });
+            if (got.length === 0) return;
+            handedOut.push(...got.map((job) => job.id));
+          }
+        }),
+      );
+      expect(handedOut).toHaveLength(100);
+      expect(new Set(handedOut).size).toBe(100);
+      // Racing one another for the head of the queue, the 50 took 20 tokens or more per job.
+      expect(tokensTried).toBeLessThanOrEqual(200);
+    } finally {
+      await backend.close();
+      await monitored.close();
     }
   }, 300_000);
 });
