@@ -10,14 +10,18 @@ import { rowIdOf, whereQueue } from "./where.js";
 export type Db = Knex | Knex.Transaction;
 
 /**
- * The queue names as a recursive `names` table, read by a loose index scan: each next name is one
- * seek in the queue index, so the cost grows with the number of queues, not of rows (a DISTINCT
- * reads every row: milliseconds at 100,000 jobs, and the qless doors look a jid up on every put).
- * Rows without a queue (the default queue's) are not among the names.
+ * The queue names as a `names` table, read by a loose index scan: each next name is one seek in the
+ * queue index, so the cost grows with the number of queues, not of rows (a plain DISTINCT reads
+ * every row on PostgreSQL and SQLite: milliseconds at 100,000 jobs, and the qless doors look a jid
+ * up on every put). There the scan is spelled as a recursive query; MySQL and MariaDB make one of a
+ * DISTINCT themselves ("Using index for group-by"), but seek nothing for the recursive spelling's
+ * correlated `min(...) where queue > name`: they read the whole index at each step (20 queues of 500
+ * jobs: 24 ms against 0.5 ms). Rows without a queue (the default queue's) are not among the names.
  */
 export function queueNamesTable(store: Store): string {
   const table = quoted(store, store.table);
   const queue = quoted(store, SY.queue);
+  if (store.dialect === "mysql") return `with names(name) as (select distinct ${queue} from ${table} where ${queue} is not null)`;
   return `with recursive names(name) as (
       select min(${queue}) from ${table}
       union all

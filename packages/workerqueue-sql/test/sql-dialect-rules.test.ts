@@ -2,6 +2,8 @@ import { type Backend, type Job, ValidationError, encodeCursor } from "@switchya
 import type { Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { createWorkerQueueBackend } from "../src/index.js";
+import { queueNamesTable } from "../src/lookup.js";
+import type { Store } from "../src/options.js";
 import {
   DIALECTS,
   type RanStatement,
@@ -401,5 +403,34 @@ describe("workerqueue-sql (sqlite): the plans of a get, a completion and a getMa
       await wq.close();
       await counted.destroy();
     }
+  });
+});
+
+/**
+ * The queue names (queues(), and every qless put's look-up of its jid) are read on MariaDB by a
+ * loose scan of the queue index: one seek per queue. The recursive spelling PostgreSQL and SQLite
+ * seek with made MariaDB read the whole index at each step (a qless put at 50 in flight on a table
+ * of 20 queues: 103 puts/s).
+ */
+describe("workerqueue-sql (mysql): the plan of the queue names", () => {
+  const { table, db, open } = useDialectTable("mysql", "wq_names_plan");
+
+  it("reads the queue index by a loose scan, not every row", async () => {
+    const wq = await open();
+    for (let i = 0; i < 20; i++)
+      await wq.enqueueBulk(
+        `names-${i}`,
+        Array.from({ length: 100 }, (_, n) => ({ name: `job-${n}` })),
+      );
+    await db.raw(`analyze table \`${table}\``);
+    const statement = `${queueNamesTable({ table, dialect: "mysql" } as Store)} select name from names`;
+    const [plan] = (await db.raw(`explain ${statement}`)) as [Array<{ table: string | null; Extra: string | null; type: string | null }>];
+    const reads = plan.filter((line) => line.table === table);
+    expect(reads.length).toBeGreaterThan(0);
+    for (const line of reads) {
+      expect(line.type).toBe("range");
+      expect(line.Extra).toContain("Using index for group-by");
+    }
+    expect(await wq.queues()).toEqual(Array.from({ length: 20 }, (_, i) => `names-${i}`).sort());
   });
 });
