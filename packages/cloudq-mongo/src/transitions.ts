@@ -17,7 +17,7 @@ import { UNFINISHED, dependentsProbe, releaseDependents } from "./dependencies.j
 import { type CloudqDocument, NATIVE, documentToJob, jsonFields } from "./document.js";
 import { forgetHanded, handedDocument, refreshHanded } from "./handed.js";
 import { asObjectId, idOf, jobFilter } from "./ids.js";
-import { findDocument } from "./reads.js";
+import { documentsOf, findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 
 type Filter = Record<string, unknown>;
@@ -337,19 +337,24 @@ export async function cancel(store: Store, queue: string, id: string): Promise<v
 
 /**
  * Deletes the documents of these ids that are not reserved (JobRemoval); answers the ids deleted. The
- * state test is in the delete itself, so a job a worker reserved since it was read stays.
+ * state test is in the delete itself, so a job a worker reserved since it was read stays. Where the
+ * server reads every document for an `$in` (ServerTraits), each document is deleted by its own `_id`.
  */
 export async function removeJobs(store: Store, queue: string, ids: string[]): Promise<string[]> {
   if (ids.length === 0) return [];
   const { stateField } = store.layout;
-  const found = await store.jobs.find({ $or: ids.map((id) => jobFilter(queue, id)) }, { projection: { _id: 1, switchyard: 1 } }).toArray();
   const wanted = new Set(ids);
-  const documents = found.filter((document) => wanted.has(idOf(document)));
+  const documents = [...(await documentsOf(store, queue, ids)).entries()].filter(([id]) => wanted.has(id));
   if (documents.length === 0) return [];
-  const keys = documents.map((document) => document._id);
-  await store.jobs.deleteMany({ _id: { $in: keys }, [stateField]: { $ne: NATIVE.reserved } });
+  const notReserved = { [stateField]: { $ne: NATIVE.reserved } };
+  if (store.server.equalitiesOnly) {
+    const deleted = await Promise.all(documents.map(([, document]) => store.jobs.deleteOne({ _id: document._id, ...notReserved })));
+    return documents.filter((_, i) => deleted[i]?.deletedCount === 1).map(([id]) => id);
+  }
+  const keys = documents.map(([, document]) => document._id);
+  await store.jobs.deleteMany({ _id: { $in: keys }, ...notReserved });
   const left = new Set(
     (await store.jobs.find({ _id: { $in: keys } }, { projection: { _id: 1 } }).toArray()).map((document) => String(document._id)),
   );
-  return documents.filter((document) => !left.has(String(document._id))).map((document) => idOf(document));
+  return documents.filter(([, document]) => !left.has(String(document._id))).map(([id]) => id);
 }
