@@ -123,6 +123,12 @@ export interface Backend {
   /** A short name for messages and metrics, e.g. `workerqueue-sql:postgres`. */
   readonly kind: string;
   readonly capabilities: Capabilities;
+  /**
+   * Optional: how many import() calls the store works on at once to advantage (a SQL server takes
+   * each in a process of its own; a Redis server or an SQLite file takes one at a time, and two at
+   * once only interleave). migrateQueue writes two pages at once where this is 2 or more (default 1).
+   */
+  readonly importsAtOnce?: number;
 
   /** Connects and creates what the layout needs (tables, indexes, scripts); idempotent. */
   ready(): Promise<void>;

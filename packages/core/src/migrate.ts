@@ -172,6 +172,7 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
   const recurrences = await carryRecurrences(from, to, queue, targetQueue, prefix, source !== null);
   /** Move mode with waitActiveMs: the active jobs left behind, to wait for at the end. */
   const leftBehind: string[] = [];
+  const pagesAtOnce = (to.importsAtOnce ?? 1) > 1;
   const nextPage = readAhead((cursor) => from.export(queue, cursor === null ? { limit } : { limit, cursor }), progress.cursor);
   /** The page the target is writing: checked (and, moving, deleted from the source) once the next one is sent. */
   let writing: PageInFlight | null = null;
@@ -201,7 +202,11 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
       active = jobs.filter((job) => job.state === "active").map((job) => job.id);
       jobs = jobs.filter((job) => job.state !== "active");
     }
-    const copy = jobs.length > 0 ? startCopy(to, targetQueue, jobs, prefix, writing?.copy?.importing) : null;
+    const before = writing?.copy;
+    // Two pages are written at once where the target gains by it, unless their jobs can meet there (standsAlone).
+    const alongside = pagesAtOnce && before && standsAlone(jobs) && standsAlone(before.jobs);
+    const after = alongside ? undefined : before?.importing;
+    const copy = jobs.length > 0 ? startCopy(to, targetQueue, jobs, prefix, after) : null;
     return { items, excluded, active, copy, cursor: page.cursor };
   };
   const settle = async (page: PageInFlight) => {
@@ -221,8 +226,8 @@ export async function migrateQueue(options: MigrateOptions): Promise<MigrationRe
     const page = await nextPage();
     const sent = sendPage(page);
     // This page goes to the target before the previous one is checked: the target writes while this
-    // process checks (and the source deletes), where one waited for the other. The target still writes
-    // one page at a time, and a page is counted and reported (its cursor) once it and every page before it are checked.
+    // process checks (and the source deletes), where one waited for the other. The target writes one
+    // page at a time, or two where it gains by it (importsAtOnce), and a page is counted and reported (its cursor) once it and every page before it are checked.
     try {
       if (writing) await settle(writing);
     } catch (error) {
@@ -397,8 +402,18 @@ interface PageInFlight {
 }
 
 /**
- * Sends a page to the target once the page before (`after`) is written, so the target writes pages
- * one at a time, in order, and none after a page that failed; checkPage waits for the import and checks it.
+ * Whether a page's jobs can be written beside another page's, each import in a transaction or
+ * script of its own: jobs of two pages meet in a target only through a dependency (an import marks
+ * a blocked job's parents, and the jobs a blocked job waits for, among what it sees written; two
+ * pages written at once would each miss the other's) or a unique key. Ids do not meet: a page never
+ * repeats an id of a page before it (SeenIds).
+ */
+const standsAlone = (jobs: Job[]): boolean => jobs.every((job) => job.state !== "blocked" && job.uniqueKey === null);
+
+/**
+ * Sends a page to the target, once the page before (`after`) is written when the two must not be
+ * written at once; checkPage waits for the import and checks it. A page written beside one that
+ * failed stays written: the run stops at the failed one, and a resumed run finds it copied.
  */
 function startCopy(to: Backend, targetQueue: string, sourceJobs: Job[], prefix: string, after?: Promise<unknown>): CopyInFlight {
   const jobs = sourceJobs.map((job) => renamed(job, prefix));
