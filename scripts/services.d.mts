@@ -10,6 +10,7 @@ export type LaunchedChild = ChildProcess & { logFile: string };
 
 export declare function installMissing(names?: string[]): void;
 export declare function freePort(): Promise<number>;
+export declare function freeClusterPort(): Promise<number>;
 /** A PostgreSQL tool (initdb, postgres, psql) from the newest installed version, or from PATH. */
 export declare function pgBin(tool: string): string | null;
 /** The user PostgreSQL runs as when the tests run as root (created if absent); undefined otherwise. */

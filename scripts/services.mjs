@@ -100,6 +100,27 @@ export function freePort() {
   });
 }
 
+/** Whether nothing listens on `port` of the loopback. */
+function portIsFree(port) {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A free port for a Redis Cluster node: a node also listens on its cluster bus, its port + 10000,
+ * and exits when that one is taken (a client's ephemeral port, say) or past 65535.
+ */
+export async function freeClusterPort() {
+  for (;;) {
+    const port = await freePort();
+    if (port + 10000 <= 65535 && (await portIsFree(port + 10000))) return port;
+  }
+}
+
 export async function waitForPort(port, what, child, seconds = 60) {
   const deadline = Date.now() + seconds * 1000;
   while (Date.now() < deadline) {
@@ -150,7 +171,7 @@ const starters = {
   },
 
   async "redis-cluster"(dir, detached) {
-    const ports = [await freePort(), await freePort(), await freePort()];
+    const ports = [await freeClusterPort(), await freeClusterPort(), await freeClusterPort()];
     const children = [];
     for (const port of ports) {
       const nodeDir = join(dir, `cluster-${port}`);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import {
   FERRETDB_BIN,
   type LaunchedChild,
+  freeClusterPort,
   freePort,
   installMissing,
   launch,
@@ -201,25 +202,53 @@ export interface PrivateRedisCluster {
 }
 
 /**
+ * Six redis-servers of a cluster, started and joined with `--cluster-replicas 1`. A port another
+ * process took between its choice and the node's start (its bus port included) makes the creation
+ * fail: the nodes are then stopped and started again on other ports, up to three times.
+ */
+async function startClusterNodes(dir: string, nodeTimeoutMs: number): Promise<{ ports: number[]; children: Map<number, LaunchedChild> }> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    while (ports.length < 6) {
+      const port = await freeClusterPort();
+      if (!ports.includes(port)) ports.push(port);
+    }
+    const children = new Map<number, LaunchedChild>();
+    try {
+      for (const port of ports) {
+        const nodeDir = join(dir, String(port));
+        mkdirSync(nodeDir);
+        const args = ["--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"];
+        args.push("--cluster-node-timeout", String(nodeTimeoutMs), "--save", "", "--appendonly", "no", "--dir", nodeDir);
+        children.set(port, launch("redis-server", args, { dir, name: `node-${port}` }));
+      }
+      for (const port of ports) await waitForPort(port, "private redis-server (cluster)", children.get(port), 30);
+      execFileSync(
+        "redis-cli",
+        ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "1", "--cluster-yes"],
+        {
+          stdio: "ignore",
+        },
+      );
+      return { ports, children };
+    } catch (error) {
+      for (const child of children.values()) {
+        child.kill("SIGKILL");
+        await gone(child);
+      }
+      if (attempt === 3) throw error;
+    }
+  }
+}
+
+/**
  * Six redis-servers made into a cluster with `--cluster-replicas 1`. A short cluster-node-timeout
  * lets a replica take over a failed primary within a few seconds.
  */
 export async function privateRedisCluster(nodeTimeoutMs = 1_000): Promise<PrivateRedisCluster> {
   installMissing(["redis-cluster"]);
   const dir = mkdtempSync(join(tmpdir(), "switchyard-private-cluster-"));
-  const ports = await Promise.all(Array.from({ length: 6 }, () => freePort()));
-  const children = new Map<number, LaunchedChild>();
-  for (const port of ports) {
-    const nodeDir = join(dir, String(port));
-    mkdirSync(nodeDir);
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"];
-    args.push("--cluster-node-timeout", String(nodeTimeoutMs), "--save", "", "--appendonly", "no", "--dir", nodeDir);
-    children.set(port, launch("redis-server", args, { dir, name: `node-${port}` }));
-  }
-  for (const port of ports) await waitForPort(port, "private redis-server (cluster)", children.get(port), 30);
-  execFileSync("redis-cli", ["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", "1", "--cluster-yes"], {
-    stdio: "ignore",
-  });
+  const { ports, children } = await startClusterNodes(dir, nodeTimeoutMs);
   const cli = (port: number, ...args: string[]) => execFileSync("redis-cli", ["-p", String(port), ...args], { encoding: "utf8" });
   const alive = () => ports.find((port) => children.get(port)?.exitCode === null && children.get(port)?.signalCode === null)!;
   const cluster: PrivateRedisCluster = {
