@@ -1,5 +1,5 @@
 import { type CloudqDocument, NATIVE } from "./document.js";
-import { claimableFilter, reserveSort } from "./queries.js";
+import { claimableByState, claimableFilter, reserveSort } from "./queries.js";
 import type { Store } from "./store.js";
 import { MAX_HOLD_MS, releaseTokens, takeTokens, tokenOf } from "./tokens.js";
 
@@ -167,25 +167,31 @@ function ready(store: Store, candidate: Candidate): boolean {
 }
 
 /**
- * One sorted find of whole documents, in reserve order; true when it found nothing. A private pool
+ * Reads the pool's candidates, whole documents in reserve order; true when it found nothing. A private pool
  * reads past the candidates this backend's other reserves went for, and keeps none of them: true
  * as well when those are all it found (they are being claimed).
  */
 async function refill(store: Store, handle: PoolHandle, wanted: number): Promise<boolean> {
   const { queue, pool, inHand } = handle;
-  const { stateField, candidateTtlMs } = store.layout;
+  const { candidateTtlMs } = store.layout;
   const passedBy = inHand ? goneForBy(store) : undefined;
   const limit = wanted + (candidateTtlMs > 0 ? POOLED_CANDIDATES : CANDIDATE_SLACK + Math.min(passedBy?.size ?? 0, MAX_PASSED_BY));
   const until = candidateTtlMs > 0 ? Date.now() + candidateTtlMs : Number.POSITIVE_INFINITY;
-  const documents = await store.jobs
-    .find(claimableFilter(queue, stateField, store.now()))
-    .sort(reserveSort(stateField))
-    .limit(limit)
-    .batchSize(limit)
-    .toArray();
+  const documents = await sortedCandidates(store, queue, limit);
   pool.list = documents.filter((doc) => !passedBy?.has(tokenOf(doc))).map((doc) => ({ doc }));
   pool.until = until;
   return pool.list.length === 0;
+}
+
+/** Up to `limit` claimable documents of the queue in reserve order, by one sorted find (or one per state, ServerTraits). */
+async function sortedCandidates(store: Store, queue: string, limit: number): Promise<CloudqDocument[]> {
+  const { stateField } = store.layout;
+  const now = store.now();
+  const read = (filter: Record<string, unknown>) =>
+    store.jobs.find(filter).sort(reserveSort(stateField)).limit(limit).batchSize(limit).toArray();
+  if (!store.server.equalitiesOnly) return read(claimableFilter(queue, stateField, now));
+  const [expired, due] = await Promise.all(claimableByState(queue, stateField, now).map(read));
+  return [...(expired ?? []), ...(due ?? [])].slice(0, limit);
 }
 
 /**

@@ -25,6 +25,19 @@ export function claimableFilter(queue: string, stateField: StateField, now: numb
 }
 
 /**
+ * claimableFilter as one filter per native state, each naming its state by an equality: expired
+ * leases, then due queued jobs, in reserve order (reserveSort orders by state first). For servers
+ * that read every document of the collection for anything but equalities (ServerTraits), which
+ * then read only the queue's documents in that state rather than every document of the queue.
+ */
+export function claimableByState(queue: string, stateField: StateField, now: number): [Filter, Filter] {
+  return [
+    { queue, [stateField]: NATIVE.reserved, "switchyard.lease.expiresAt": { $lt: now } },
+    { queue, [stateField]: NATIVE.queued, $or: dueClause(now) },
+  ];
+}
+
+/**
  * The reserve order: expired leases first (`reserved` sorts after `queued`, so descending), then
  * priority (boost descending, demote ascending: a document with neither sorts as priority 0), then
  * first in, first out by `inserted_at` as node-cloudq 0.2 sorts, then `_id` for jobs inserted in

@@ -129,8 +129,9 @@ describe("cloudq-mongo: completeAndReserve round trips (issue 14)", () => {
     state.recording = true;
     for (let n = 0; n < 10 && job; n++) [job] = (await completeAndReserve(backend, q, job.id, { worker: "w" }, { worker: "w" })).next;
     state.recording = false;
-    expect(spans.filter((span) => span.collection === "cloudq.jobs" && span.name === "find")).toHaveLength(10);
-    expect(spans.length).toBeLessThanOrEqual(5 * 10);
+    // On FerretDB 1.x (the test server) the candidates are read by two finds at once, one per native state (ServerTraits).
+    expect(spans.filter((span) => span.collection === "cloudq.jobs" && span.name === "find")).toHaveLength(2 * 10);
+    expect(spans.length).toBeLessThanOrEqual(6 * 10);
     expect(roundTrips(spans)).toBeLessThanOrEqual(3 * 10);
   }, 60_000);
 });

@@ -90,7 +90,7 @@ describe("cloudq-mongo: looking jobs up on FerretDB 1.x", () => {
     expect(traitsOf({ ferretdbVersion: "v1.24.2" }).equalitiesOnly).toBe(true);
   });
 
-  it("finds and removes a job by equalities only, never an $or, an $in or a find on a nested field (each reads every document there)", async () => {
+  it("finds, reserves and removes a job by equalities, never an $or, an $in or a find on a nested field alone (each reads every document there)", async () => {
     const info = await client.db("admin").command({ buildInfo: 1 });
     expect(info.ferretdbVersion, "the test setup's MongoDB-compatible server is FerretDB 1.x").toMatch(/^v1\./);
     const monitored = new MongoClient(mongoUrl(), { monitorCommands: true });
@@ -120,9 +120,13 @@ describe("cloudq-mongo: looking jobs up on FerretDB 1.x", () => {
       expect((await watched.enqueue(q, { name: "again", id: jid })).created).toBe(false);
       expectEqualitiesOnly(reads);
 
-      // (The reserve's own sorted find of the queue is not a look-up by id.)
+      // A reserve reads the queue's candidates one native state at a time, each named by an equality.
+      reads.length = 0;
       const [held] = await watched.reserve(q, { worker: "w", count: 1 });
       expect(held?.id).toBe(jid);
+      const candidateFinds = reads.filter((read) => read.command === "find");
+      expect(candidateFinds.length).toBeGreaterThan(0);
+      expect(candidateFinds.map((read) => typeof read.filter.queue_state)).toEqual(candidateFinds.map(() => "string"));
       const { job: other } = await watched.enqueue(q, { name: "other" });
       // The reserved job stays; the other goes; an id the queue does not hold is not answered.
       if (!hasJobRemoval(watched)) throw new Error("cloudq-mongo has no JobRemoval");
