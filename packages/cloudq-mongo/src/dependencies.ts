@@ -1,6 +1,6 @@
 import type { AnyBulkWriteOperation } from "mongodb";
 import { type CloudqDocument, type DocumentId, NATIVE } from "./document.js";
-import { idOf, jobFilter } from "./ids.js";
+import { idOf } from "./ids.js";
 import { findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 import { releaseTokens, takeToken, tokenOf } from "./tokens.js";

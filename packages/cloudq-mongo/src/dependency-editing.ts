@@ -1,7 +1,6 @@
 import { ConflictError, InvalidStateError, type Job, NotFoundError, ValidationError } from "@switchyard/core";
 import { holdingJobToken, parentsAre, pauseBeforeRetry, releaseWrite, unfinishedParents } from "./dependencies.js";
 import { type CloudqDocument, NATIVE, coreStateOf, documentToJob } from "./document.js";
-import { jobFilter } from "./ids.js";
 import { findDocument } from "./reads.js";
 import { type Store, update } from "./store.js";
 

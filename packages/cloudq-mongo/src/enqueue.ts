@@ -22,7 +22,7 @@ import {
   placeNative,
   priorityFields,
 } from "./document.js";
-import { asObjectId, idSlot, isDuplicateKey, jobFilter, uniqueSlot } from "./ids.js";
+import { asObjectId, idSlot, isDuplicateKey, uniqueSlot } from "./ids.js";
 import { findDocument } from "./reads.js";
 import type { Store } from "./store.js";
 
