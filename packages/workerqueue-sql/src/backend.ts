@@ -47,12 +47,12 @@ import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueu
 import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
-import { PostgresBurstWriter } from "./postgres-burst.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
 import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
 import { PostgresQueueLookup } from "./postgres-lookup.js";
 import { advanceRecurrence, findRecurrence, putRecurrence, queueRecurrences, removeRecurrence } from "./recurring.js";
 import { ReleaseTimer } from "./release-timer.js";
+import { ReturningBurstWriter } from "./returning-burst.js";
 import { hasDependents, rowToJob, stateOf } from "./row.js";
 import { detectLayout, ensureSchema } from "./schema.js";
 import { SqliteBurstWriter } from "./sqlite-burst.js";
@@ -140,8 +140,8 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
     this.feed = sqlEventFeed(this.store, () => this.ready());
     const writer = SqliteBurstWriter.fits(this.store)
       ? new SqliteBurstWriter(this.store)
-      : PostgresBurstWriter.fits(this.store)
-        ? new PostgresBurstWriter(this.store)
+      : ReturningBurstWriter.fits(this.store)
+        ? new ReturningBurstWriter(this.store)
         : undefined;
     this.claims = PostgresClaimGroup.fits(this.store)
       ? new PostgresClaimGroup(this.store)

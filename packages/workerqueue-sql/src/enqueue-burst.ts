@@ -25,6 +25,8 @@ export interface BurstItem {
  */
 export interface BurstWriter {
   readonly takesIds: boolean;
+  /** Whether the server takes bursts (false: every job takes the ordinary path). */
+  canWrite(): boolean;
   write(items: BurstItem[]): Promise<BurstOutcome[]>;
   retryEach(error: unknown): boolean;
 }
@@ -40,9 +42,9 @@ interface Waiting {
 
 /**
  * Group commit of enqueues: those without unique key made in the same turn of the event loop (on
- * PostgreSQL only those without id either: nothing to look up first) are written together by the
- * dialect's writer (one transaction on SQLite, where an id is looked up in it, one multi-row INSERT
- * on PostgreSQL), so a burst of them (a gateway under load, a qless client's puts) pays for one
+ * PostgreSQL and MariaDB only those without id either: nothing to look up first) are written together
+ * by the dialect's writer (one transaction on SQLite, where an id is looked up in it, one multi-row
+ * INSERT ... RETURNING on PostgreSQL and MariaDB), so a burst of them (a gateway under load, a qless client's puts) pays for one
  * commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
  * as before; a lone enqueue waits only for the end of the turn it arrived in.
  */
@@ -66,6 +68,7 @@ export class EnqueueBurst {
    * past it (sequence.ts).
    */
   takes(input: NormalizedEnqueueInput): boolean {
+    if (!this.writer.canWrite()) return false;
     if (input.uniqueKey !== undefined || input.dependsOn.length > 0) return false;
     return input.id === undefined || (this.writer.takesIds && rowIdOf(input.id) === null);
   }

@@ -24,6 +24,10 @@ export class SqliteBurstWriter implements BurstWriter {
     return isBetterSqlite(store);
   }
 
+  canWrite(): boolean {
+    return true;
+  }
+
   /** Nothing of a burst that threw was written: the transaction was undone as a whole. */
   retryEach(): boolean {
     return true;
