@@ -44,8 +44,8 @@ interface Waiting {
  * Group commit of enqueues: those without unique key made in the same turn of the event loop (on
  * PostgreSQL and MariaDB only those without id either: nothing to look up first) are written together
  * by the dialect's writer (one transaction on SQLite, where an id is looked up in it, one multi-row
- * INSERT ... RETURNING on PostgreSQL and MariaDB), so a burst of them (a gateway under load, a qless client's puts) pays for one
- * commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
+ * INSERT ... RETURNING on PostgreSQL and MariaDB), so a burst of them (a gateway under load, a qless
+ * client's puts) pays for one commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
  * as before; a lone enqueue waits only for the end of the turn it arrived in.
  */
 export class EnqueueBurst {

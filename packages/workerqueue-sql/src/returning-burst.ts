@@ -6,7 +6,8 @@ import type { Store } from "./options.js";
 /**
  * PostgreSQL and MariaDB 10.5+: a burst (enqueue-burst.ts) as one multi-row INSERT ... RETURNING, one
  * statement and one commit (on PostgreSQL one NOTIFY of the table's statement trigger too) for every
- * enqueue of the turn, where each would otherwise pay its own. One statement is all or nothing: when
+ * enqueue of the turn, where each would otherwise pay its own. One statement is all or nothing (on
+ * MariaDB as InnoDB undoes a failed statement whole; the claims need InnoDB's row locks too): when
  * it fails before the server answered (a refused value, a lock conflict) nothing was written and
  * each job takes the ordinary path, which refuses only the job at fault; a connection lost meanwhile
  * may have committed it, so its jobs get that error rather than a second write.
