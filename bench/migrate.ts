@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { type Backend, type Job, forEachPage, migrateQueue } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { type BackendSpecInput, type StoreName, openStore } from "../test/matrix-backends.js";
+import { jobRecord } from "../test/support/job-record.js";
 import { serviceUrl } from "../test/support/services.js";
 import { redisCpuMicros } from "./harness.js";
 import { rawCopyGlideToQless } from "./raw-copy.js";
@@ -46,29 +47,14 @@ const REDIS_DB = { source: 12, target: 13 };
 
 /** A waiting job as another system would export it. */
 function job(i: number, now: number): Job {
-  return {
+  return jobRecord({
     id: `m${i}`,
     queue: "q",
     name: "migrate-me",
     data: { n: i, payload: "x".repeat(64) },
-    state: "waiting",
-    priority: 0,
-    runAt: null,
-    attempts: 0,
     maxAttempts: 3,
-    backoff: null,
-    lease: null,
     createdAt: now - (JOBS - i),
-    startedAt: null,
-    finishedAt: null,
-    result: null,
-    error: null,
-    progress: null,
-    tags: [],
-    dependsOn: [],
-    uniqueKey: null,
-    native: {},
-  };
+  });
 }
 
 async function seed(backend: Backend, queue: string): Promise<void> {

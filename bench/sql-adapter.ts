@@ -15,6 +15,7 @@ import { dirname, join } from "node:path";
 import { type Backend, type Job, completeAndReserve } from "@switchyard/core";
 import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
 import knexFactory from "knex";
+import { jobRecord } from "../test/support/job-record.js";
 import { serviceUrl } from "../test/support/services.js";
 
 type Dialect = "sqlite" | "postgres" | "mysql";
@@ -56,29 +57,14 @@ function countStatements(): void {
 const job = (i: number) => ({ name: "bench", data: { n: i, payload: "x".repeat(64) } });
 
 function exported(i: number, now: number): Job {
-  return {
+  return jobRecord({
     id: `m${i}`,
     queue: "q",
     name: "migrate-me",
     data: { n: i, payload: "x".repeat(64) },
-    state: "waiting",
-    priority: 0,
-    runAt: null,
-    attempts: 0,
     maxAttempts: 3,
-    backoff: null,
-    lease: null,
     createdAt: now - i,
-    startedAt: null,
-    finishedAt: null,
-    result: null,
-    error: null,
-    progress: null,
-    tags: [],
-    dependsOn: [],
-    uniqueKey: null,
-    native: {},
-  };
+  });
 }
 
 /** Statements per call and the time of `n` calls of `call`. */

@@ -8,6 +8,7 @@ import { createWorkerQueueBackend } from "@switchyard/workerqueue-sql";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
+import { jobRecord } from "./support/job-record.js";
 import { serviceUrl } from "./support/services.js";
 
 /**
@@ -28,7 +29,7 @@ let target: Backend;
 
 function seedJob(i: number, now: number): Job {
   const state = i % 10 === 0 ? "failed" : i % 7 === 0 ? "delayed" : "waiting";
-  return {
+  return jobRecord({
     id: `k${i}`,
     queue: QUEUE,
     name: "move-me",
@@ -39,20 +40,11 @@ function seedJob(i: number, now: number): Job {
     priority: state === "delayed" ? (i % 3) * 2 : i % 5,
     runAt: state === "delayed" ? now + 3_600_000 : null,
     attempts: state === "failed" ? 1 : 0,
-    maxAttempts: 1,
-    backoff: null,
-    lease: null,
     createdAt: now - i,
     startedAt: state === "failed" ? now - i : null,
     finishedAt: state === "failed" ? now - i : null,
-    result: null,
     error: state === "failed" ? { message: "boom" } : null,
-    progress: null,
-    tags: [],
-    dependsOn: [],
-    uniqueKey: null,
-    native: {},
-  };
+  });
 }
 
 /** Runs the command; with `killAfterPages`, SIGKILLs it once it has reported that many pages. */

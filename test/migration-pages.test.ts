@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type Backend, type Job, migrateQueue } from "@switchyard/core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StoreUnderTest, openStore } from "./matrix-backends.js";
+import { jobRecord } from "./support/job-record.js";
 
 /**
  * migrateQueue writes two pages into the target at once where their jobs cannot meet there, and one
@@ -29,29 +30,8 @@ describe("migration: dependencies across pages written two at a time (SQLite -> 
   it("each parent's completion in the target releases its child, whichever of their pages came first", async () => {
     const queue = toStore.track(fromStore.track(`pages-${randomUUID().slice(0, 8)}`));
     const now = Date.now();
-    const job = (id: string, state: Job["state"], dependsOn: string[] = []): Job => ({
-      id,
-      queue,
-      name: "chain",
-      data: null,
-      state,
-      priority: 0,
-      runAt: null,
-      attempts: 0,
-      maxAttempts: 1,
-      backoff: null,
-      lease: null,
-      createdAt: now,
-      startedAt: null,
-      finishedAt: null,
-      result: null,
-      error: null,
-      progress: null,
-      tags: [],
-      dependsOn,
-      uniqueKey: null,
-      native: {},
-    });
+    const job = (id: string, state: Job["state"], dependsOn: string[] = []): Job =>
+      jobRecord({ id, queue, name: "chain", createdAt: now, state, dependsOn });
     // Pages of PAGE jobs: parents, then their children, then plain jobs, then children exported before
     // their parents (blocked on the page after), then those parents.
     const PAGE = 300;
