@@ -38,7 +38,6 @@ import { rowsOf } from "./bulk-insert.js";
 import { type ClaimRequest, claimRows, releaseDueDelayed } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import { BLOCKED_LOCK, BLOCKED_LOCKS, MARKER_LOCKS, RJQUEUE_LOCKED, SY } from "./columns.js";
-import { completeAndClaim } from "./complete-and-claim.js";
 import { withRetry } from "./db-errors.js";
 import { changeDependencies, dependentsOf, releaseDependents } from "./dependencies.js";
 import { replaceJob, setData, setPriority, setTags } from "./editing.js";
@@ -46,6 +45,7 @@ import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
 import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
+import { MariadbClaimGroup } from "./mariadb-claim.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
 import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
@@ -110,9 +110,10 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
   private readonly burst: EnqueueBurst | undefined;
   /**
    * PostgreSQL: concurrent claims and completions of one queue go in one statement (postgres-claim.ts);
-   * SQLite (better-sqlite3): those of one turn of the event loop in one transaction (sqlite-cycle.ts).
+   * MariaDB: in one script (mariadb-claim.ts); SQLite (better-sqlite3): those of one turn of the event
+   * loop in one transaction (sqlite-cycle.ts).
    */
-  private readonly claims: PostgresClaimGroup | SqliteCycleGroup | undefined;
+  private readonly claims: PostgresClaimGroup | MariadbClaimGroup | SqliteCycleGroup | undefined;
   /** PostgreSQL: concurrent enqueues with an id of one queue go in one statement; see postgres-id-enqueue.ts. */
   private readonly idEnqueues: PostgresIdEnqueues | undefined;
   /**
@@ -145,9 +146,11 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
         : undefined;
     this.claims = PostgresClaimGroup.fits(this.store)
       ? new PostgresClaimGroup(this.store)
-      : SqliteCycleGroup.fits(this.store)
-        ? new SqliteCycleGroup(this.store)
-        : undefined;
+      : MariadbClaimGroup.fits(this.store)
+        ? new MariadbClaimGroup(this.store)
+        : SqliteCycleGroup.fits(this.store)
+          ? new SqliteCycleGroup(this.store)
+          : undefined;
     const ordinary = (queue: string, input: NormalizedEnqueueInput) => enqueueNormalized(this.store, queue, input);
     this.burst = writer && new EnqueueBurst(this.store, writer, ordinary);
     this.idEnqueues = PostgresIdEnqueues.fits(this.store) ? new PostgresIdEnqueues(this.store, ordinary) : undefined;
@@ -222,17 +225,15 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
   }
 
   /**
-   * PostgreSQL (one statement, shared with the queue's concurrent claims: postgres-claim.ts), SQLite
-   * (one transaction, shared with the turn's: sqlite-cycle.ts) and MariaDB (one script:
-   * complete-and-claim.ts): one call completes the job and claims the worker's next; elsewhere, or
+   * PostgreSQL (one statement, shared with the queue's concurrent claims: postgres-claim.ts), MariaDB
+   * (one script, shared likewise: mariadb-claim.ts) and SQLite (one transaction, shared with the
+   * turn's: sqlite-cycle.ts): one call completes the job and claims the worker's next; elsewhere, or
    * when the completion is refused (to name the error), complete() then reserve().
    */
   async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions): Promise<CompletedAndNext> {
     await this.ready();
     const request = await this.claimRequest(queue, next);
-    const both = this.claims
-      ? await this.claims.claim({ request, complete: { id, options } })
-      : await withRetry("completeAndReserve", () => completeAndClaim(this.store, queue, id, options, request));
+    const both = this.claims && (await this.claims.claim({ request, complete: { id, options } }));
     if (both?.completed) {
       const completed = await this.released(queue, rowToJob(this.store, both.completed));
       return { completed, next: both.next.map((row) => rowToJob(this.store, row, request.now)) };
@@ -275,7 +276,7 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
     return heartbeatJob(this.store, queue, id, options);
   }
 
-  /** PostgreSQL and SQLite: in the group claim (a claim of no rows), so concurrent completions share a statement or a transaction. */
+  /** PostgreSQL, MariaDB and SQLite: in the group claim (a claim of no rows), so concurrent completions share a statement, a script or a transaction. */
   async complete(queue: string, id: string, options: CompleteOptions = {}): Promise<Job> {
     await this.ready();
     if (!this.claims) return this.released(queue, await completeJob(this.store, queue, id, options));

@@ -3,7 +3,6 @@ import type { CompleteOptions } from "@switchyard/core";
 import type { Knex } from "knex";
 import { quoted } from "./bulk-insert.js";
 import { ACTIVE_STATUSES, CLAIM_LOCK_PREFIX, DELAYED_LOCKS, type JobRow, STATUS, SY, UNLOCKED } from "./columns.js";
-import { type ScriptNeeds, type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { num, rjqueueLocked, sqlDate } from "./row.js";
 import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
@@ -34,14 +33,14 @@ export interface ClaimOutcome {
  * expired first (the core contract), then due pending rows, each in priority (larger first) then id
  * order. The lock id written to `locked_queue_id` is unique per claim and fits the legacy
  * varchar(40), so a legacy daemon sees the row as taken. SQLite does it in one statement;
- * MySQL/MariaDB (no UPDATE ... RETURNING) in a transaction of locking reads, UPDATEs and a
- * read-back, sent as one script (one round trip) on MariaDB. PostgreSQL claims go in groups, one
- * statement for the concurrent claims of a queue (postgres-claim.ts).
+ * MySQL (no UPDATE ... RETURNING) in a transaction of locking reads, UPDATEs and a read-back.
+ * PostgreSQL and MariaDB claims go in groups, one statement (one script) for the concurrent claims
+ * of a queue (postgres-claim.ts, mariadb-claim.ts).
  */
 export async function claimRows(store: Store, request: ClaimRequest): Promise<JobRow[]> {
   if (store.dialect === "postgres") throw new Error("workerqueue-sql: PostgreSQL claims go through PostgresClaimGroup");
   const lock = newLock();
-  return store.dialect === "mysql" ? claimMysql(store, request, lock) : claimSqlite(store, request, lock);
+  return store.dialect === "mysql" ? claimMysqlInSteps(store, request, lock) : claimSqlite(store, request, lock);
 }
 
 /** A lock id unique to one claim. */
@@ -133,97 +132,14 @@ function claimSet(store: Store, request: ClaimRequest, lock: string): Condition 
 export const ORDER = "order by sy_priority desc, id asc";
 
 /**
- * MySQL/MariaDB (10.6+): lock the candidates with SKIP LOCKED in a READ COMMITTED transaction, then
- * take them. InnoDB locks every row its locking read examines, matching or not, so each read is one
- * that an index answers in claim order (forced: on a small table the optimizer prefers a full scan,
- * which would lock every row): expired leases first, then due pending rows per `sy_queue` value (the
- * default queue's legacy NULL rows are a second read, as an OR would need a sort). On MariaDB, with
- * a connection that takes several statements per text, the whole transaction is one script (one
- * round trip, mysqlClaim below); otherwise it goes statement by statement.
+ * MySQL/MariaDB (10.6+), statement by statement (MySQL, or a connection without
+ * multipleStatements; MariaDB's claims go as one script: mariadb-claim.ts): lock the candidates with
+ * SKIP LOCKED in a READ COMMITTED transaction, then take them. InnoDB locks every row its locking
+ * read examines, matching or not, so each read is one that an index answers in claim order (forced:
+ * on a small table the optimizer prefers a full scan, which would lock every row): expired leases
+ * first, then due pending rows per `sy_queue` value (the default queue's legacy NULL rows are a
+ * second read, as an OR would need a sort).
  */
-async function claimMysql(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
-  const claim = mysqlClaim(store, request, lock);
-  const results = await sendScript(store, claim.statements, claim.needs);
-  return results ? claim.rows(results) : claimMysqlInSteps(store, request, lock);
-}
-
-/** The claim of a MySQL-family script, and how to read its rows from the script's results. */
-export interface MysqlClaim {
-  statements: Statement[];
-  needs: ScriptNeeds;
-  /** The claimed rows, in the order they go out (expired leases first, each list in claim order). */
-  rows(results: unknown[]): JobRow[];
-}
-
-/**
- * The claim as statements of one MariaDB script, run by sendScript() in a READ COMMITTED
- * transaction. The user variable `@sy_left` carries how many rows are still wanted from one
- * statement to the next: each list (expired leases, then due rows) is one UPDATE joined to its
- * candidates, and the candidates are the same locking, skip-locked reads, forced onto the same
- * indexes, as the statement-by-statement path: one read per `sy_queue` value (`?` and, for the
- * default queue, NULL), each `limit n` in claim order, ranked together with row_number() and taken
- * while the rank is within `@sy_left` (the rows read but not taken stay locked until the commit,
- * as there). A read whose `@sy_left > 0` is false is an "Impossible WHERE" the server never runs,
- * so due rows are not even read once expired leases filled the claim. The lock id written is unique
- * to the claim, so the read-back is `where status = 'processing' and locked_queue_id = ?` on the
- * (status, locked_queue_id) index. `onlyIf` (a condition on user variables set by earlier statements
- * of the script: completeAndClaim's) gates the whole claim. The locking read of expired leases runs
- * only when a plain read (SELECT ... INTO, which locks nothing) saw one: it walks the queue's held
- * rows, and MariaDB's SKIP LOCKED waits on a held row another transaction has just changed
- * (completeAndClaim's completion, before its own claim), so two such scripts deadlocked on each
- * other's completed rows (about one race test in 12, 8 gateways on one queue).
- */
-export function mysqlClaim(store: Store, request: ClaimRequest, lock: string, onlyIf?: string): MysqlClaim {
-  const table = quoted(store, store.table);
-  const set = claimSet(store, request, lock);
-  const take = (index: string, condition: Condition, gate = "@sy_left > 0"): Statement => {
-    const reads = queueSpellings(store, request.queue).map((spelling) => ({
-      sql: `select id, sy_priority from ${table} force index (${quoted(store, index)})
-        where ${gate} and ${spelling.sql} and ${condition.sql}
-        and not exists (select 1 from ${quoted(store, store.pausedTable)} where queue = ?)
-        ${ORDER} limit ? for update skip locked`,
-      bindings: [...spelling.bindings, ...condition.bindings, request.queue, request.count],
-    }));
-    const candidates = reads.length === 1 ? reads[0]?.sql : reads.map((read) => `(${read.sql})`).join(" union all ");
-    return {
-      sql: `update (select id, row_number() over (${ORDER}) as sy_rank from (${candidates}) as candidates) as picked
-        straight_join ${table} as taken on taken.id = picked.id and picked.sy_rank <= @sy_left
-        set ${set.sql}`,
-      bindings: [...reads.flatMap((read) => read.bindings), ...set.bindings],
-    };
-  };
-  const taken: Statement = { sql: `select * from ${table} where status = ? and locked_queue_id = ?`, bindings: [STATUS.processing, lock] };
-  // Which rows came from the first list matters only when a claim may take several.
-  const several = request.count > 1;
-  const expired = expiredCondition(request.now);
-  const seen = queueSpellings(store, request.queue).map((spelling) => ({
-    sql: `select 1 from ${table} force index (${quoted(store, claimExpiredIndex(store.table))}) where ${spelling.sql} and ${expired.sql}`,
-    bindings: [...spelling.bindings, ...expired.bindings],
-  }));
-  const statements: Statement[] = [
-    {
-      sql: `select ${onlyIf ? `if(${onlyIf}, ?, 0)` : "?"}, exists (${seen.map((read) => read.sql).join(" union all ")}) into @sy_left, @sy_expired`,
-      bindings: [request.count, ...seen.flatMap((read) => read.bindings)],
-    },
-    take(claimExpiredIndex(store.table), expired, "@sy_left > 0 and @sy_expired = 1"),
-    { sql: "set @sy_left := @sy_left - row_count()", bindings: [] },
-    ...(several ? [{ sql: `select id from ${table} where status = ? and locked_queue_id = ?`, bindings: [STATUS.processing, lock] }] : []),
-    take(claimPendingIndex(store.table), dueCondition(store, request.now)),
-    taken,
-  ];
-  return {
-    statements,
-    needs: "mariadb",
-    rows(results) {
-      const rows = byClaimOrder(results[statements.length - 1] as JobRow[]);
-      if (!several) return rows;
-      const expired = new Set((results[3] as Array<{ id: number | string }>).map((row) => Number(row.id)));
-      return [...rows.filter((row) => expired.has(Number(row.id))), ...rows.filter((row) => !expired.has(Number(row.id)))];
-    },
-  };
-}
-
-/** The claim statement by statement (MySQL, or a connection without multipleStatements). */
 async function claimMysqlInSteps(store: Store, request: ClaimRequest, lock: string): Promise<JobRow[]> {
   return store.knex.transaction(
     async (trx) => {

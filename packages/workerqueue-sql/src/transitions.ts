@@ -133,8 +133,8 @@ export function heldUpdate(
  * ...)` would take a shared lock on the row, held to the commit, and its upgrade to the UPDATE's
  * exclusive one can deadlock with a claimer's locking read); the guarded UPDATE takes that row only
  * while it is still active (and held by `worker` when one is named); `@sy_done` keeps how many rows
- * it matched; the read-back answers the row only if it did. completeAndClaim runs the same
- * statements at the head of its claim's transaction.
+ * it matched; the read-back answers the row only if it did. MariaDB's group claim
+ * (mariadb-claim.ts) completes jobs the same way at the head of its transaction.
  */
 export function mysqlHeldUpdate(
   store: Store,
@@ -144,21 +144,32 @@ export function mysqlHeldUpdate(
   values: Record<string, unknown>,
   now: number,
 ): { statements: Statement[]; row(results: unknown[]): JobRow | null } {
-  const { knex, table } = store;
   // The id findRow would pick, NULL when none: a SELECT of one value always sets the variable.
   const target = jobRowId(store, queue, id);
-  const query = knex(table).where("id", knex.raw("@sy_id"));
-  whereState(store, query, "active", now);
-  if (worker !== undefined) query.where(SY.worker, worker);
-  const statementOf = (built: Knex.Sql): Statement => ({ sql: built.sql, bindings: [...built.bindings] as Knex.RawBinding[] });
   const statements: Statement[] = [
     { sql: `select ${target.sql} into @sy_id`, bindings: target.bindings },
-    statementOf(query.update({ ...values, updated_at: sqlDate(store, now) }).toSQL()),
+    mysqlGuardedUpdate(store, "@sy_id", worker, values, now),
     { sql: "set @sy_done := row_count()", bindings: [] },
-    { sql: `select * from ${quoted(store, table)} where id = @sy_id and @sy_done > 0`, bindings: [] },
+    { sql: `select * from ${quoted(store, store.table)} where id = @sy_id and @sy_done > 0`, bindings: [] },
   ];
   const readBack = statements.length - 1;
   return { statements, row: (results) => (results[readBack] as JobRow[])[0] ?? null };
+}
+
+/** mysqlHeldUpdate()'s guarded UPDATE of the row whose id is in the user variable `idVariable` (MariaDB's group claim, mariadb-claim.ts, sends one per completion). */
+export function mysqlGuardedUpdate(
+  store: Store,
+  idVariable: string,
+  worker: string | undefined,
+  values: Record<string, unknown>,
+  now: number,
+): Statement {
+  const { knex, table } = store;
+  const query = knex(table).where("id", knex.raw(idVariable));
+  whereState(store, query, "active", now);
+  if (worker !== undefined) query.where(SY.worker, worker);
+  const built = query.update({ ...values, updated_at: sqlDate(store, now) }).toSQL();
+  return { sql: built.sql, bindings: [...built.bindings] as Knex.RawBinding[] };
 }
 
 export async function heartbeatJob(store: Store, queue: string, id: string, options: HeartbeatOptions): Promise<Job> {

@@ -8,29 +8,31 @@ import { type RanStatement, randomTable, rawKnex, recordSqliteStatements, useDia
 
 /**
  * Group claims: reserves, completions and complete-and-claims issued together go in one statement
- * of a queue on PostgreSQL (postgres-claim.ts), in one transaction of the turn's on SQLite
- * (sqlite-cycle.ts). The rules a group must keep whatever its size: each job to exactly one caller,
+ * of a queue on PostgreSQL (postgres-claim.ts), in one script of a queue on MariaDB
+ * (mariadb-claim.ts), in one transaction of the turn's on SQLite (sqlite-cycle.ts). The rules a group must keep whatever its size: each job to exactly one caller,
  * in claim order (expired leases first, then priority, then id) dealt out in arrival order, each
  * caller with its own lock id, worker and lease, and a completion writing what complete()'s own
- * statement writes. Groups are counted at the backend's own connection (PostgreSQL: the group
- * statements knex sends; SQLite: the transactions begun); rows are read with a connection of the
- * test's own.
+ * statement writes. Groups are counted at the backend's own connection (PostgreSQL and MariaDB: the
+ * group statements or scripts knex sends, the latter known by their callers' slots; SQLite: the
+ * transactions begun); rows are read with a connection of the test's own.
  */
-for (const dialect of ["postgres", "sqlite"] as const) {
+for (const dialect of ["postgres", "mysql", "sqlite"] as const) {
   describe(`workerqueue-sql (${dialect}): group claims`, () => {
     const { url, table, db, open, queue, row } = useDialectTable(dialect, "wq_group");
     const counted = rawKnex(url);
     let groups = 0;
     const ran: RanStatement[] = [];
+    // What only a group's statement (PostgreSQL) or script (MariaDB: its claim's slots, its completions' flags) holds.
+    const groupMarks = dialect === "postgres" ? ["claimed as"] : ["as slots", "@sy_done_"];
     const counting =
-      dialect === "postgres"
-        ? Promise.resolve(
+      dialect === "sqlite"
+        ? recordSqliteStatements(counted, ran)
+        : Promise.resolve(
             counted.on("query", (query: { sql: string }) => {
-              if (query.sql.includes("claimed as")) groups++;
+              if (groupMarks.some((mark) => query.sql.includes(mark))) groups++;
             }),
-          )
-        : recordSqliteStatements(counted, ran);
-    const groupsSent = () => (dialect === "postgres" ? groups : ran.filter((statement) => statement.sql === "begin immediate").length);
+          );
+    const groupsSent = () => (dialect === "sqlite" ? ran.filter((statement) => statement.sql === "begin immediate").length : groups);
     const backends: Backend[] = [];
     afterAll(async () => {
       await Promise.all(backends.map((backend) => backend.close()));
@@ -238,7 +240,7 @@ for (const dialect of ["postgres", "sqlite"] as const) {
       },
     );
 
-    it.runIf(dialect === "sqlite")(
+    it.runIf(dialect !== "postgres")(
       "a group the database refuses in part is undone whole, and each caller is then answered alone: the refused one with its error, the others with their jobs",
       async () => {
         const wq = await openCounted();
@@ -248,14 +250,18 @@ for (const dialect of ["postgres", "sqlite"] as const) {
           Array.from({ length: 6 }, (_, i) => ({ name: `j${i}` })),
         );
         await db.raw(
-          `create trigger ${table}_refuse_worker before update on ${table} when new.sy_worker = 'refused' begin select raise(abort, 'refused'); end`,
+          dialect === "sqlite"
+            ? `create trigger ${table}_refuse_worker before update on ${table} when new.sy_worker = 'refused' begin select raise(abort, 'refused'); end`
+            : `create trigger ${table}_refuse_worker before update on ${table} for each row begin
+                 if new.sy_worker = 'refused' then signal sqlstate '45000' set message_text = 'refused'; end if; end`,
         );
         try {
           await wq.reserve(queue(), { worker: "w" }); // the once-a-second release of delayed rows, done here
           const [outcomes, sent] = await statements(() =>
             Promise.allSettled(["w0", "refused", "w2"].map((worker) => wq.reserve(q, { worker, count: 2 }))),
           );
-          expect(sent).toBe(1);
+          // The group, then (MariaDB) each caller alone in a script of its own; SQLite's callers alone begin none.
+          expect(sent).toBe(dialect === "sqlite" ? 1 : 4);
           expect(outcomes.map((outcome) => outcome.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
           const taken = outcomes.flatMap((outcome) => (outcome.status === "fulfilled" ? outcome.value.map((job) => job.id) : []));
           expect(taken).toHaveLength(4);
