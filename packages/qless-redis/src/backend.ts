@@ -252,10 +252,8 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
       );
     },
 
-    async reserve(queue: string, { worker, count = 1, leaseMs = DEFAULT_LEASE_MS }: ReserveOptions) {
-      if (!worker) throw new ValidationError("qless-redis: reserve needs a worker name");
-      if (!Number.isInteger(count) || count < 1) throw new ValidationError("qless-redis: count must be a positive integer");
-      const reply = JSON.parse((await call("switchyard.pop", queue, worker, count, leaseMs / 1000)) as string);
+    async reserve(queue: string, options: ReserveOptions) {
+      const reply = JSON.parse((await call("switchyard.pop", queue, ...popArguments(options))) as string);
       return list(reply as SwitchyardDocument[]).map((doc) => toCoreJob(doc, queue));
     },
 
@@ -273,10 +271,17 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
     },
 
     async complete(queue: string, id: string, options: CompleteOptions = {}) {
-      const result = options.result === undefined ? "" : JSON.stringify(options.result);
-      const doc = await document("switchyard.complete", queue, id, options.worker ?? "", result);
+      const doc = await document("switchyard.complete", queue, id, ...completeArguments(options));
       if (!doc) throw new NotFoundError(`qless-redis: no job ${id} in queue ${queue}`);
       return toCoreJob(doc, queue);
+    },
+
+    /** One script call: the completion, then (when it succeeded) the pop of the worker's next jobs. */
+    async completeAndReserve(queue: string, id: string, options: CompleteOptions, next: ReserveOptions) {
+      const pop = popArguments(next);
+      const reply = (await call("switchyard.complete-and-pop", queue, id, ...completeArguments(options), ...pop)) as string;
+      const { completed, next: docs } = JSON.parse(reply) as { completed: SwitchyardDocument; next: SwitchyardDocument[] };
+      return { completed: toCoreJob(completed, queue), next: list(docs).map((doc) => toCoreJob(doc, queue)) };
     },
 
     async fail(queue: string, id: string, { worker, error, retry, retryDelay }: FailOptions) {
@@ -413,3 +418,15 @@ export function createQlessBackend(options: QlessBackendOptions): QlessBackend {
 
 /** The core Backend plus qless's command API, which the gateway's qless door discovers. */
 export interface QlessBackend extends Backend, QlessCommands, JobRemoval, JobEventFeed, RecurringJobs {}
+
+/** switchyard.pop's arguments after the queue: the worker, how many, the lease in seconds. */
+function popArguments({ worker, count = 1, leaseMs = DEFAULT_LEASE_MS }: ReserveOptions): [string, number, number] {
+  if (!worker) throw new ValidationError("qless-redis: reserve needs a worker name");
+  if (!Number.isInteger(count) || count < 1) throw new ValidationError("qless-redis: count must be a positive integer");
+  return [worker, count, leaseMs / 1000];
+}
+
+/** switchyard.complete's arguments after the queue and jid: the worker ("" for any) and the result as JSON ("" for none). */
+function completeArguments(options: CompleteOptions): [string, string] {
+  return [options.worker ?? "", options.result === undefined ? "" : JSON.stringify(options.result)];
+}

@@ -158,12 +158,17 @@ API['switchyard.enqueue-many'] = function(now, queue, items_json, data_lines)
   return cjson.encode(answers)
 end
 
-API['switchyard.pop'] = function(now, queue, worker, count, lease_seconds)
+-- The documents of the jobs a pop leases to `worker`.
+local function sy_pop(now, queue, worker, count, lease_seconds)
   local docs = {}
   for _, jid in ipairs(Q.pop(now, queue, worker, count, tonumber(lease_seconds))) do
     docs[#docs + 1] = sy_document(jid)
   end
-  return cjson.encode(docs)
+  return docs
+end
+
+API['switchyard.pop'] = function(now, queue, worker, count, lease_seconds)
+  return cjson.encode(sy_pop(now, queue, worker, count, lease_seconds))
 end
 
 API['switchyard.heartbeat'] = function(now, queue, jid, worker, lease_seconds)
@@ -185,8 +190,8 @@ API['switchyard.progress'] = function(now, queue, jid, worker, progress)
 end
 
 -- Completes with the job's own data (qless would replace data with what complete is given);
--- the core result goes to its own field.
-API['switchyard.complete'] = function(now, queue, jid, worker, result)
+-- the core result goes to its own field. Answers the completed job's document.
+local function sy_complete(now, queue, jid, worker, result)
   must_be_in_queue('Complete', jid, queue)
   local data = redis.call('hget', job_key(jid), 'data')
   local before = sy_document(jid)
@@ -198,12 +203,23 @@ API['switchyard.complete'] = function(now, queue, jid, worker, result)
     if result ~= '' then
       before.result = result
     end
-    return cjson.encode(before)
+    return before
   end
   if result ~= '' then
     redis.call('hset', job_key(jid), SY_RESULT, result)
   end
-  return cjson.encode(sy_document(jid))
+  return sy_document(jid)
+end
+
+API['switchyard.complete'] = function(now, queue, jid, worker, result)
+  return cjson.encode(sy_complete(now, queue, jid, worker, result))
+end
+
+-- A worker's cycle in one call: the completion, then (only once it succeeded: a refused one raises
+-- before writing) the pop of its next jobs.
+API['switchyard.complete-and-pop'] = function(now, queue, jid, worker, result, next_worker, count, lease_seconds)
+  local completed = sy_complete(now, queue, jid, worker, result)
+  return cjson.encode({ completed = completed, next = sy_pop(now, queue, next_worker, count, lease_seconds) })
 end
 
 -- retry = '1' spends one qless retry (failing for good when none is left); '0' fails at once.
