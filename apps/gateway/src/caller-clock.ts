@@ -1,4 +1,4 @@
-import { AsyncLocalStorage } from "node:async_hooks";
+import { ScopedStorage } from "./scoped-storage.js";
 
 /**
  * The clock the gateway gives every backend it opens (backends.ts): the gateway's own (`Date.now()`),
@@ -7,11 +7,11 @@ import { AsyncLocalStorage } from "node:async_hooks";
  * (put and pop times, a lock's expiry, delays, whether a lock has run out); the qless doors run a
  * translated command inside `callerClock.run(now * 1000, ...)`, so the store does the same.
  */
-const callerTime = new AsyncLocalStorage<number>();
+const callerTime = new ScopedStorage<number>();
 
 export const callerClock = {
   /** Runs `work` (and everything it awaits) with `nowMs` as the current time. */
-  run<T>(nowMs: number, work: () => T): T {
+  run<T>(nowMs: number, work: () => Promise<T>): Promise<T> {
     return callerTime.run(nowMs, work);
   },
   /** The caller's time while a command runs inside `run`, else the gateway's; epoch ms. */

@@ -1,5 +1,5 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { Backend } from "@switchyard/core";
+import { ScopedStorage } from "../scoped-storage.js";
 import type { QlessTracked } from "./qless-state.js";
 
 /**
@@ -16,7 +16,7 @@ import type { QlessTracked } from "./qless-state.js";
 export type QlessListener = (channel: string, message: string, queue: string | undefined) => void;
 
 /** Set while a translated qless command runs, so the job events its store calls raise are known as its own. */
-const translating = new AsyncLocalStorage<true>();
+const translating = new ScopedStorage<true>();
 
 export class QlessChannels {
   readonly #listeners = new Set<QlessListener>();
