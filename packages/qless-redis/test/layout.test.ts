@@ -1,5 +1,5 @@
 import { eventually } from "@switchyard/conformance";
-import type { Job } from "@switchyard/core";
+import { type Job, completeAndReserve } from "@switchyard/core";
 import type { Redis } from "ioredis";
 import { Redis as RedisClient } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -183,17 +183,44 @@ describe("qless-redis native layout", () => {
     expect(await backend.get(queue, job.id)).toMatchObject({ state: "completed", queue });
   });
 
-  it("complete answers the completed job even when qless prunes it at once (jobs-history-count 0)", async () => {
+  it.each([
+    ["jobs-history-count", 0],
+    ["jobs-history", 0],
+  ])("complete answers the completed job even when qless prunes it at once (%s %i), and so does completeAndReserve", async (option, value) => {
     const queue = `lq-${unique()}`;
-    await backend.qless("config.set", Date.now() / 1000, "jobs-history-count", 0);
+    await backend.qless("config.set", Date.now() / 1000, option, value);
     try {
-      const { job } = await backend.enqueue(queue, { name: "k", data: { x: 1 } });
-      await backend.reserve(queue, { worker: "w" });
-      const done = await backend.complete(queue, job.id, { worker: "w", result: 7 });
-      expect(done).toMatchObject({ id: job.id, state: "completed", data: { x: 1 }, result: 7, lease: null });
-      expect(await redis.exists(`ql:j:${job.id}`)).toBe(0);
+      const [first, second] = await backend.enqueueBulk(queue, [
+        { name: "k", data: { x: 1 } },
+        { name: "k", data: { x: 2 } },
+      ]);
+      await backend.reserve(queue, { worker: "w", count: 2 });
+      const done = await backend.complete(queue, first!.job.id, { worker: "w", result: 7 });
+      expect(done).toMatchObject({ id: first!.job.id, state: "completed", data: { x: 1 }, result: 7, lease: null });
+      expect(await redis.exists(`ql:j:${first!.job.id}`)).toBe(0);
+      const both = await completeAndReserve(backend, queue, second!.job.id, { worker: "w" }, { worker: "w" });
+      expect(both).toMatchObject({ completed: { id: second!.job.id, state: "completed", data: { x: 2 } }, next: [] });
+      expect(await redis.exists(`ql:j:${second!.job.id}`)).toBe(0);
     } finally {
-      await backend.qless("config.unset", Date.now() / 1000, "jobs-history-count");
+      await backend.qless("config.unset", Date.now() / 1000, option);
+    }
+  });
+
+  it("complete answers the completed job that qless prunes because later completions fill jobs-history-count", async () => {
+    const queue = `lq-${unique()}`;
+    const now = Date.now() / 1000;
+    const [early, late] = await backend.enqueueBulk(queue, [{ name: "early" }, { name: "late" }]);
+    await backend.reserve(queue, { worker: "w", count: 2 });
+    // Completed an hour ahead (another client's clock), `late` ranks above every completion made now.
+    await backend.qless("complete", now + 3600, late!.job.id, "w", queue, "{}");
+    await backend.qless("config.set", now, "jobs-history-count", 1);
+    try {
+      const done = await backend.complete(queue, early!.job.id, { worker: "w", result: "kept" });
+      expect(done).toMatchObject({ id: early!.job.id, state: "completed", result: "kept" });
+      expect(await redis.exists(`ql:j:${early!.job.id}`)).toBe(0);
+      expect(await redis.zscore("ql:completed", late!.job.id)).not.toBeNull();
+    } finally {
+      await backend.qless("config.unset", now, "jobs-history-count");
     }
   });
 
