@@ -186,25 +186,28 @@ describe("qless-redis native layout", () => {
   it.each([
     ["jobs-history-count", 0],
     ["jobs-history", 0],
-  ])("complete answers the completed job even when qless prunes it at once (%s %i), and so does completeAndReserve", async (option, value) => {
-    const queue = `lq-${unique()}`;
-    await backend.qless("config.set", Date.now() / 1000, option, value);
-    try {
-      const [first, second] = await backend.enqueueBulk(queue, [
-        { name: "k", data: { x: 1 } },
-        { name: "k", data: { x: 2 } },
-      ]);
-      await backend.reserve(queue, { worker: "w", count: 2 });
-      const done = await backend.complete(queue, first!.job.id, { worker: "w", result: 7 });
-      expect(done).toMatchObject({ id: first!.job.id, state: "completed", data: { x: 1 }, result: 7, lease: null });
-      expect(await redis.exists(`ql:j:${first!.job.id}`)).toBe(0);
-      const both = await completeAndReserve(backend, queue, second!.job.id, { worker: "w" }, { worker: "w" });
-      expect(both).toMatchObject({ completed: { id: second!.job.id, state: "completed", data: { x: 2 } }, next: [] });
-      expect(await redis.exists(`ql:j:${second!.job.id}`)).toBe(0);
-    } finally {
-      await backend.qless("config.unset", Date.now() / 1000, option);
-    }
-  });
+  ])(
+    "complete answers the completed job even when qless prunes it at once (%s %i), and so does completeAndReserve",
+    async (option, value) => {
+      const queue = `lq-${unique()}`;
+      await backend.qless("config.set", Date.now() / 1000, option, value);
+      try {
+        const [first, second] = await backend.enqueueBulk(queue, [
+          { name: "k", data: { x: 1 } },
+          { name: "k", data: { x: 2 } },
+        ]);
+        await backend.reserve(queue, { worker: "w", count: 2 });
+        const done = await backend.complete(queue, first!.job.id, { worker: "w", result: 7 });
+        expect(done).toMatchObject({ id: first!.job.id, state: "completed", data: { x: 1 }, result: 7, lease: null });
+        expect(await redis.exists(`ql:j:${first!.job.id}`)).toBe(0);
+        const both = await completeAndReserve(backend, queue, second!.job.id, { worker: "w" }, { worker: "w" });
+        expect(both).toMatchObject({ completed: { id: second!.job.id, state: "completed", data: { x: 2 } }, next: [] });
+        expect(await redis.exists(`ql:j:${second!.job.id}`)).toBe(0);
+      } finally {
+        await backend.qless("config.unset", Date.now() / 1000, option);
+      }
+    },
+  );
 
   it("complete answers the completed job that qless prunes because later completions fill jobs-history-count", async () => {
     const queue = `lq-${unique()}`;
