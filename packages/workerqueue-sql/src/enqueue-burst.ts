@@ -20,8 +20,9 @@ export interface BurstItem {
  * Writes a burst's rows, answering one outcome per row in order. It throws when nothing of the burst
  * was written: `retryEach` says whether each job may then take the ordinary path (the write failed
  * before anything was stored) or must get the error (a lost connection: it may have been committed).
- * `takesIds`: whether it writes jobs with a caller-chosen id too, each looked up first in the same
- * transaction (items with `find`).
+ * `takesIds`: whether it writes jobs with a caller-chosen id too, each looked up first (items with
+ * `find`): in the same transaction on SQLite; on MariaDB just before, the unique index (sy_queue,
+ * sy_job_id) refusing the insert whole if another process wrote the id meanwhile.
  */
 export interface BurstWriter {
   readonly takesIds: boolean;
@@ -42,10 +43,10 @@ interface Waiting {
 
 /**
  * Group commit of enqueues: those without unique key made in the same turn of the event loop (on
- * PostgreSQL and MariaDB only those without id either: nothing to look up first) are written together
+ * PostgreSQL only those without id either: its ids go in groups of their own) are written together
  * by the dialect's writer (one transaction on SQLite, where an id is looked up in it, one multi-row
- * INSERT ... RETURNING on PostgreSQL and MariaDB), so a burst of them (a gateway under load, a qless
- * client's puts) pays for one commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
+ * INSERT ... RETURNING on PostgreSQL and MariaDB, MariaDB's ids looked up first in one script), so a
+ * burst of them (a gateway under load, a qless client's puts) pays for one commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
  * as before; a lone enqueue waits only for the end of the turn it arrived in.
  */
 export class EnqueueBurst {
@@ -63,7 +64,7 @@ export class EnqueueBurst {
 
   /**
    * Whether a job goes in a burst: one without id, unique key or dependencies (nothing to look up
-   * or mark first) or, when the writer looks ids up in its transaction, one with an id but no key.
+   * or mark first) or, when the writer looks ids up itself, one with an id but no key.
    * An id that spells a row id takes the ordinary path, which also moves the table's id counter
    * past it (sequence.ts).
    */
