@@ -43,6 +43,29 @@ export async function claimRows(store: Store, request: ClaimRequest): Promise<Jo
   return store.dialect === "mysql" ? claimMysqlInSteps(store, request, lock) : claimSqlite(store, request, lock);
 }
 
+/** Bounds of one group statement or script: its text grows with the callers, its locks with the rows. */
+const MAX_GROUP_ITEMS = 100;
+const MAX_GROUP_ROWS = 1000;
+
+/**
+ * How many of the waiting callers go in the next group statement or script (postgres-claim.ts,
+ * mariadb-claim.ts): within the bounds, and stopping before a second completion of a job already in
+ * the group (one statement may not update a row twice; the second goes next, and is refused as it
+ * would be alone).
+ */
+export function takeGroup(waiting: readonly ClaimItem[]): number {
+  const completing = new Set<string>();
+  let rows = 0;
+  for (const [i, item] of waiting.entries()) {
+    const id = item.complete?.id;
+    const full = i >= MAX_GROUP_ITEMS || rows + item.request.count > MAX_GROUP_ROWS || (id !== undefined && completing.has(id));
+    if (i > 0 && full) return i;
+    if (id !== undefined) completing.add(id);
+    rows += item.request.count;
+  }
+  return waiting.length;
+}
+
 /** A lock id unique to one claim. */
 export const newLock = () => `${CLAIM_LOCK_PREFIX}${randomUUID().replaceAll("-", "")}`;
 

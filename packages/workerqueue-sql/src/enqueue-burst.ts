@@ -46,8 +46,9 @@ interface Waiting {
  * PostgreSQL only those without id either: its ids go in groups of their own) are written together
  * by the dialect's writer (one transaction on SQLite, where an id is looked up in it, one multi-row
  * INSERT ... RETURNING on PostgreSQL and MariaDB, MariaDB's ids looked up first in one script), so a
- * burst of them (a gateway under load, a qless client's puts) pays for one commit instead of one each. Nothing is answered before the write, so an acknowledged job is stored
- * as before; a lone enqueue waits only for the end of the turn it arrived in.
+ * burst of them (a gateway under load, a qless client's puts) pays for one commit instead of one each.
+ * Nothing is answered before the write, so an acknowledged job is stored as before; a lone enqueue
+ * waits only for the end of the turn it arrived in.
  */
 export class EnqueueBurst {
   private waiting: Waiting[] = [];

@@ -12,13 +12,13 @@ import {
   expiredCondition,
   newLock,
   queueSpellings,
+  takeGroup,
 } from "./claim.js";
 import { type JobRow, STATUS } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
 import { jobRowId } from "./lookup.js";
 import { type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
-import { takeGroup } from "./postgres-claim.js";
 import { sqlDate } from "./row.js";
 import { claimExpiredIndex, claimPendingIndex } from "./schema.js";
 import { completeValues, mysqlGuardedUpdate } from "./transitions.js";

@@ -11,16 +11,13 @@ import {
   newLock,
   queueCondition,
   queueSpellings,
+  takeGroup,
 } from "./claim.js";
 import { ACTIVE_STATUSES, DELAYED_LOCKS, type JobRow, MARKER_LOCKS, STATUS, UNLOCKED } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
 import type { Store } from "./options.js";
 import { sqlDate } from "./row.js";
 import { rowIdOf } from "./where.js";
-
-/** Bounds of one statement: its text grows with the callers, its locks with the rows. */
-const MAX_GROUP_ITEMS = 100;
-const MAX_GROUP_ROWS = 1000;
 
 type ClaimedRow = JobRow & { sy_claim_k: number; sy_claim_tier: number };
 
@@ -56,24 +53,6 @@ export class PostgresClaimGroup {
   claim(item: ClaimItem): Promise<ClaimOutcome> {
     return this.send(item.request.queue, item);
   }
-}
-
-/**
- * How many of the waiting callers go in the next statement: within the bounds, and stopping before
- * a second completion of a job already in the group (one statement may not update a row twice; the
- * second goes next, and is refused as it would be alone).
- */
-export function takeGroup(waiting: readonly ClaimItem[]): number {
-  const completing = new Set<string>();
-  let rows = 0;
-  for (const [i, item] of waiting.entries()) {
-    const id = item.complete?.id;
-    const full = i >= MAX_GROUP_ITEMS || rows + item.request.count > MAX_GROUP_ROWS || (id !== undefined && completing.has(id));
-    if (i > 0 && full) return i;
-    if (id !== undefined) completing.add(id);
-    rows += item.request.count;
-  }
-  return waiting.length;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { isConnectionError } from "@switchyard/core";
 import { insertReturning, rowsOf } from "./bulk-insert.js";
+import type { Condition } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import type { BurstItem, BurstOutcome, BurstWriter } from "./enqueue-burst.js";
 import { sendScript } from "./mysql-script.js";
@@ -46,14 +47,16 @@ export class ReturningBurstWriter implements BurstWriter {
    * nothing of the burst was written, and each job takes the ordinary path.
    */
   async write(items: BurstItem[]): Promise<BurstOutcome[]> {
-    const held = await this.heldRows(items);
-    const firstOf = new Map<string, number>();
-    const writing: number[] = [];
-    items.forEach((item, i) => {
-      const key = item.find && JSON.stringify(item.find);
-      if (key && (held.has(key) || firstOf.has(key))) return;
-      if (key) firstOf.set(key, i);
-      writing.push(i);
+    // An item's id look-up spelled as text: items of one queue and id have the same.
+    const keys = items.map((item) => item.find && JSON.stringify(item.find));
+    const held = await this.heldRows(items, keys);
+    const writer = new Map<string, number>();
+    const writing = items.flatMap((_, i) => {
+      const key = keys[i];
+      if (key === undefined) return [i];
+      if (held.has(key) || writer.has(key)) return [];
+      writer.set(key, i);
+      return [i];
     });
     const stored = await insertReturning(
       this.store,
@@ -61,28 +64,27 @@ export class ReturningBurstWriter implements BurstWriter {
       writing.map((i) => (items[i] as BurstItem).row),
     );
     const written = new Map(writing.map((i, k) => [i, stored[k] as JobRow]));
-    return items.map((item, i) => {
+    return keys.map((key, i) => {
       const row = written.get(i);
       if (row) return { row, created: true };
-      const key = JSON.stringify(item.find);
-      return { row: held.get(key) ?? (written.get(firstOf.get(key) ?? -1) as JobRow), created: false };
+      return { row: (held.get(key as string) ?? written.get(writer.get(key as string) as number)) as JobRow, created: false };
     });
   }
 
-  /** The rows already holding the burst's ids, by their look-up (`find`): one script of one read each. */
-  private async heldRows(items: BurstItem[]): Promise<Map<string, JobRow>> {
-    const finds = [...new Map(items.flatMap((item) => (item.find ? [[JSON.stringify(item.find), item.find] as const] : []))).entries()];
+  /** The rows already holding the burst's ids, by their look-ups (`find`, one per key): one script of one read each. */
+  private async heldRows(items: BurstItem[], keys: Array<string | undefined>): Promise<Map<string, JobRow>> {
+    const finds = new Map<string, Condition>();
+    items.forEach((item, i) => {
+      const key = keys[i];
+      if (key !== undefined && item.find) finds.set(key, item.find);
+    });
     const held = new Map<string, JobRow>();
-    if (finds.length === 0) return held;
+    if (finds.size === 0) return held;
+    const reads = [...finds.values()];
     const results =
-      (await sendScript(
-        this.store,
-        finds.map(([, find]) => ({ sql: find.sql, bindings: find.bindings })),
-      )) ??
-      (await Promise.all(
-        finds.map(([, find]) => this.store.knex.raw(find.sql, find.bindings).then((result) => rowsOf(this.store, result))),
-      ));
-    finds.forEach(([key], i) => {
+      (await sendScript(this.store, reads)) ??
+      (await Promise.all(reads.map((find) => this.store.knex.raw(find.sql, find.bindings).then((result) => rowsOf(this.store, result)))));
+    [...finds.keys()].forEach((key, i) => {
       const row = (results[i] as JobRow[])[0];
       if (row) held.set(key, row);
     });
