@@ -61,7 +61,7 @@ const randomSuffix = () => randomBytes(4).toString("hex");
 async function openWithRegistry(spec: BackendSpecInput): Promise<Backend> {
   const adapter = ADAPTERS.find((candidate) => candidate.type === spec.type);
   if (!adapter) throw new Error(`the gateway has no ${spec.type} adapter`);
-  const backend = adapter.create(adapter.optionsSchema.parse({ ...spec.options, url: spec.url }));
+  const backend = await adapter.create(adapter.optionsSchema.parse({ ...spec.options, url: spec.url }));
   await backend.ready();
   return backend;
 }

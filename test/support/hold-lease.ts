@@ -9,7 +9,7 @@ const [specJson = "{}", queue = "", leaseMs = "1000"] = process.argv.slice(2);
 const spec = JSON.parse(specJson) as { type: string; url: string; options: Record<string, unknown> };
 const adapter = ADAPTERS.find((candidate) => candidate.type === spec.type);
 if (!adapter) throw new Error(`no adapter ${spec.type}`);
-const backend = adapter.create(adapter.optionsSchema.parse({ ...spec.options, url: spec.url }));
+const backend = await adapter.create(adapter.optionsSchema.parse({ ...spec.options, url: spec.url }));
 await backend.ready();
 const [job] = await backend.reserve(queue, { worker: "doomed", leaseMs: Number(leaseMs) });
 process.stdout.write(job ? `held ${job.id}\n` : "nothing\n");

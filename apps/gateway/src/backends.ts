@@ -21,7 +21,7 @@ export async function openBackend(name: string, spec: BackendSpec, adapters: rea
   try {
     // The configuration schema validated these options against this adapter's own schema. The clock
     // is the gateway's, or a qless client's own while its command runs (caller-clock.ts).
-    backend = adapter.create({ ...spec.options, url: spec.url }, { clock: callerClock.now });
+    backend = await adapter.create({ ...spec.options, url: spec.url }, { clock: callerClock.now });
   } catch (error) {
     throw new ConfigError(`backends.${name}: cannot create ${spec.type} backend: ${(error as Error).message}`, { cause: error });
   }

@@ -7,11 +7,11 @@ import { ADAPTERS } from "./adapters.js";
 import { redactUrl } from "./backends.js";
 import { BRIDGE_NOTES, type RunningBridge, runBridgeCommand } from "./bridge/bridge-command.js";
 import type { CliIo } from "./cli-io.js";
-import { ConfigError, loadConfig } from "./config.js";
+import { ConfigError, DEFAULT_HOST, DEFAULT_PORT, loadConfig } from "./config.js";
 import { BRIDGE_NOTES as CUTOVER_NOTES, runCutover } from "./migrate/bridge.js";
 import { MIGRATE_NOTES, MigrateError, runMigrateCommand, runVerifyCommand } from "./migrate/command.js";
 import { LOG_LEVELS, type LogLevel, createLogger } from "./request-log.js";
-import { DEFAULT_HOST, DEFAULT_PORT, type RunningServer, startServer } from "./server.js";
+import type { RunningServer } from "./server.js";
 
 const { version } = createRequire(import.meta.url)("../package.json") as { version: string };
 
@@ -59,6 +59,8 @@ async function serve(
   const port = parsePort(options.port ?? io.env.PORT ?? String(DEFAULT_PORT));
   const host = options.host ?? io.env.HOST ?? DEFAULT_HOST;
   const logger = createLogger(parseLogLevel(options.logLevel ?? io.env.LOG_LEVEL ?? "info"), io.logTo);
+  // Loaded here, so that the one-shot commands (migrate, verify) load neither Hono nor the doors.
+  const { startServer } = await import("./server.js");
   const server = await startServer({ config, port, host, env: io.env, adapters, logger });
   const backends = Object.entries(config.backends).map(([name, spec]) => `${name}=${spec.type} ${redactUrl(spec.url)}`);
   io.out(`switchyard listening on ${server.url} (config: ${configPath ?? "built-in default"}; backends: ${backends.join(", ")})\n`);

@@ -7,6 +7,10 @@ import { ADAPTERS } from "./adapters.js";
 import { AuthSchema } from "./auth.js";
 import { WORKQ_WAKE_PORT } from "./wake-listener.js";
 
+/** Where `switchyard serve` listens unless told otherwise. */
+export const DEFAULT_PORT = 8080;
+export const DEFAULT_HOST = "0.0.0.0";
+
 /** A backend entry as the file gives it; its `options` are validated by the adapter's own schema. */
 const BackendEntrySchema = z.strictObject({
   type: z.string().min(1),

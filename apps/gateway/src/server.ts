@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { type Gateway, type GatewayOptions, createGateway } from "./app.js";
+import { DEFAULT_HOST, DEFAULT_PORT } from "./config.js";
 import { createLogger } from "./request-log.js";
 import { type RunningRespServer, startRespServer } from "./resp/server.js";
 
@@ -25,9 +26,6 @@ export interface RunningServer {
   /** Stops accepting connections, lets in-flight requests finish, then closes every backend. */
   close(): Promise<void>;
 }
-
-export const DEFAULT_PORT = 8080;
-export const DEFAULT_HOST = "0.0.0.0";
 
 /** Serves a gateway over HTTP with @hono/node-server. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {

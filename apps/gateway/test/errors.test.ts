@@ -36,8 +36,8 @@ describe("one error handler maps typed core errors to HTTP in every door", () =>
       adapters: [
         {
           ...workerQueueAdapter,
-          create: (options) => {
-            const backend = workerQueueAdapter.create(options);
+          create: async (options) => {
+            const backend = await workerQueueAdapter.create(options);
             const reserve = backend.reserve.bind(backend);
             backend.reserve = async (queue, opts) => {
               const entry = THROWN.find(([code]) => queue === `fail-${code}`);

@@ -130,8 +130,8 @@ async function stoppedAtSecondPage(name: string) {
 /** Adapters whose SQLite target `<name>.sqlite` fails its second import, as a dropped connection would. */
 function secondImportFails(name: string) {
   let imports = 0;
-  return withSqlite((options) => {
-    const backend = workerQueueAdapter.create(options);
+  return withSqlite(async (options) => {
+    const backend = await workerQueueAdapter.create(options);
     if (!options.url.endsWith(`${name}.sqlite`)) return backend;
     const importAll = backend.import.bind(backend);
     backend.import = async (queue, jobs) => {
@@ -285,8 +285,8 @@ describe("switchyard migrate", () => {
   it("reports jobs that did not arrive, after printing the report, and fails", async () => {
     const config = writeConfig("lossy");
     // A target that acknowledges every import but drops the first job: the verification must notice.
-    const adapters = withSqlite((options) => {
-      const backend = workerQueueAdapter.create(options);
+    const adapters = withSqlite(async (options) => {
+      const backend = await workerQueueAdapter.create(options);
       if (!options.url.endsWith("lossy.sqlite")) return backend;
       const importAll = backend.import.bind(backend);
       backend.import = async (queue, jobs) => ({ ...(await importAll(queue, jobs.slice(1))), imported: jobs.length });

@@ -16,9 +16,11 @@ export interface AdapterDescriptor<Options extends { url: string } = { url: stri
   readonly optionsSchema: z.ZodType<Options>;
   /**
    * Builds a backend from parsed options; the host calls `ready()` on it. `host` carries what the
-   * host gives every backend in code rather than configuration (its clock).
+   * host gives every backend in code rather than configuration (its clock). The adapters load their
+   * backend code and its driver here, on first use, so that a host offering every adapter pays in
+   * memory and start-up only for those it opens (mongodb's driver alone is about 20 MB).
    */
-  create(options: Options, host?: AdapterHost): Backend;
+  create(options: Options, host?: AdapterHost): Promise<Backend>;
   /** The key under which this adapter keeps its own system's fields in `Job.native`. */
   readonly nativeKey: string;
 }

@@ -1,7 +1,6 @@
 import { defineAdapter } from "@switchyard/core";
 import type { RedisOptions } from "ioredis";
 import { z } from "zod";
-import { createGlideMqBackend } from "./backend.js";
 
 const StalledRecoverySchema = z.strictObject({
   interval: z.number().int().positive().optional(),
@@ -26,13 +25,16 @@ export const glideMqAdapter = defineAdapter({
     useGlideFunctions: z.boolean().optional(),
     stalledRecovery: z.union([z.literal(false), StalledRecoverySchema]).optional(),
   }),
-  create: ({ url, cluster, redisOptions, ...settings }, host) =>
-    createGlideMqBackend({
+  create: async ({ url, cluster, redisOptions, ...settings }, host) => {
+    // Loaded here so that a host offering this adapter loads ioredis only when it opens one.
+    const { createGlideMqBackend } = await import("./backend.js");
+    return createGlideMqBackend({
       ...settings,
       ...(host?.clock ? { clock: host.clock } : {}),
       url,
       ...(cluster ? { cluster: true as const } : {}),
       ...(redisOptions ? { redisOptions: redisOptions as RedisOptions } : {}),
-    }),
+    });
+  },
   nativeKey: "glide",
 });

@@ -1,6 +1,5 @@
 import { defineAdapter } from "@switchyard/core";
 import { z } from "zod";
-import { createQlessBackend } from "./backend.js";
 
 /** `qless-redis` in a gateway configuration: `url` is `redis://host:port/db`. */
 export const qlessAdapter = defineAdapter({
@@ -8,6 +7,10 @@ export const qlessAdapter = defineAdapter({
   optionsSchema: z.strictObject({
     url: z.string().regex(/^rediss?:\/\//, "a redis:// or rediss:// URL"),
   }),
-  create: (options) => createQlessBackend(options),
+  create: async (options) => {
+    // Loaded here so that a host offering this adapter loads ioredis only when it opens one.
+    const { createQlessBackend } = await import("./backend.js");
+    return createQlessBackend(options);
+  },
   nativeKey: "qless",
 });

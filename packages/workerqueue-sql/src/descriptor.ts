@@ -1,6 +1,5 @@
 import { defineAdapter } from "@switchyard/core";
 import { z } from "zod";
-import { createWorkerQueueBackend } from "./backend.js";
 import { NATIVE_KEY } from "./row.js";
 import { parseLegacyMaster } from "./wake.js";
 
@@ -35,6 +34,10 @@ export const workerQueueAdapter = defineAdapter({
       .optional(),
     releaseDelayedEveryMs: z.number().int().nonnegative().optional(),
   }),
-  create: (options, host) => createWorkerQueueBackend({ ...options, ...(host?.clock ? { clock: host.clock } : {}) }),
+  create: async (options, host) => {
+    // Loaded here so that a host offering this adapter loads knex and its drivers only when it opens one.
+    const { createWorkerQueueBackend } = await import("./backend.js");
+    return createWorkerQueueBackend({ ...options, ...(host?.clock ? { clock: host.clock } : {}) });
+  },
   nativeKey: NATIVE_KEY,
 });
