@@ -44,12 +44,12 @@ import { replaceJob, setData, setPriority, setTags } from "./editing.js";
 import { EnqueueBurst } from "./enqueue-burst.js";
 import { enqueueMany, enqueueNormalized, enqueueOne, importJobs } from "./enqueue.js";
 import { sqlEventFeed } from "./event-feed.js";
+import { GroupedQueueLookup } from "./grouped-lookup.js";
 import { findRow, findRows, holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
 import { MariadbClaimGroup } from "./mariadb-claim.js";
 import { type Store, type WorkerQueueBackendOptions, resolveStore } from "./options.js";
 import { PostgresClaimGroup } from "./postgres-claim.js";
 import { PostgresIdEnqueues } from "./postgres-id-enqueue.js";
-import { PostgresQueueLookup } from "./postgres-lookup.js";
 import { advanceRecurrence, findRecurrence, putRecurrence, queueRecurrences, removeRecurrence } from "./recurring.js";
 import { ReleaseTimer } from "./release-timer.js";
 import { ReturningBurstWriter } from "./returning-burst.js";
@@ -117,10 +117,11 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
   /** PostgreSQL: concurrent enqueues with an id of one queue go in one statement; see postgres-id-enqueue.ts. */
   private readonly idEnqueues: PostgresIdEnqueues | undefined;
   /**
-   * PostgreSQL: concurrent queuesHolding() look-ups go in one statement (postgres-lookup.ts); SQLite
-   * (better-sqlite3): by a statement prepared once, on the connection (sqlite-lookup.ts).
+   * PostgreSQL: concurrent queuesHolding() look-ups go in one statement; MariaDB and MySQL: in one
+   * script (grouped-lookup.ts); SQLite (better-sqlite3): by a statement prepared once, on the
+   * connection (sqlite-lookup.ts).
    */
-  private readonly lookups: PostgresQueueLookup | SqliteQueueLookup | undefined;
+  private readonly lookups: GroupedQueueLookup | SqliteQueueLookup | undefined;
 
   constructor(options: WorkerQueueBackendOptions) {
     const resolved = resolveStore(options);
@@ -154,8 +155,8 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
     const ordinary = (queue: string, input: NormalizedEnqueueInput) => enqueueNormalized(this.store, queue, input);
     this.burst = writer && new EnqueueBurst(this.store, writer, ordinary);
     this.idEnqueues = PostgresIdEnqueues.fits(this.store) ? new PostgresIdEnqueues(this.store, ordinary) : undefined;
-    this.lookups = PostgresQueueLookup.fits(this.store)
-      ? new PostgresQueueLookup(this.store)
+    this.lookups = GroupedQueueLookup.fits(this.store)
+      ? new GroupedQueueLookup(this.store)
       : SqliteQueueLookup.fits(this.store)
         ? new SqliteQueueLookup(this.store)
         : undefined;
@@ -478,8 +479,9 @@ class WorkerQueueBackend implements Backend, DependencyEditing, DependentsLookup
   }
 
   /**
-   * The queues that hold a job under `id` (JobLookup), by one statement (queuesHoldingStatement).
-   * PostgreSQL and SQLite (better-sqlite3) have their own paths (postgres-lookup.ts, sqlite-lookup.ts).
+   * The queues that hold a job under `id` (JobLookup), by one statement (queuesHoldingStatement):
+   * grouped with concurrent look-ups on PostgreSQL and the MySQL family (grouped-lookup.ts), through
+   * a statement prepared on the connection on SQLite (sqlite-lookup.ts).
    */
   async queuesHolding(id: string): Promise<string[]> {
     await this.ready();

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { type Backend, type Job, completeAndReserve } from "@switchyard/core";
+import { type Backend, type Job, completeAndReserve, hasJobLookup } from "@switchyard/core";
 import type { Knex } from "knex";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorkerQueueBackend } from "../src/index.js";
@@ -189,6 +189,15 @@ describe("workerqueue-sql (mysql): round trips of the job cycle", () => {
       const chained = await completeAndReserve(wq, q, taken[0]?.id as string, { worker: "w" }, { worker: "w" });
       expect([chained.completed.state, chained.next.map((job) => job.name)]).toEqual(["completed", ["c"]]);
       expect((await wq.complete(q, taken[1]?.id as string, { worker: "w" })).state).toBe("completed");
+      // Concurrent look-ups of a job's queues: one statement each, each answering its own id.
+      if (!hasJobLookup(wq)) throw new Error("workerqueue-sql declares no JobLookup");
+      await wq.enqueue(q, { name: "with id", id: "jid-plain" });
+      let holders: string[][] = [];
+      const lookUps = await statementsOf(async () => {
+        holders = await Promise.all(["jid-plain", "no-such-job", "jid-plain"].map((id) => wq.queuesHolding(id)));
+      });
+      expect(lookUps.some((sql) => sql.replace(/;\s*$/, "").includes(";"))).toBe(false);
+      expect(holders).toEqual([[q], [], [q]]);
     } finally {
       await Promise.all(backends.map((backend) => backend.close()));
       backends.length = 0;

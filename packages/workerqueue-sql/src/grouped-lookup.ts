@@ -3,24 +3,29 @@ import type { Knex } from "knex";
 import { quoted, rowsOf } from "./bulk-insert.js";
 import { SY } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
-import { queueNamesTable } from "./lookup.js";
+import { holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
+import { type Statement, sendScript } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { rowIdOf } from "./where.js";
 
-/** Bounds one statement's arrays. */
+/** Bounds one statement's arrays (PostgreSQL) or one script's statements (MySQL family). */
 const MAX_GROUP_IDS = 1000;
 
 /**
- * PostgreSQL's JobLookup (`queuesHolding`) as a group commit: the look-ups that arrive while one is
- * in flight go together in the next statement (a qless door asks on every put, so under load each
- * put would otherwise pay a statement of its own). Each caller gets the queues holding its own id,
- * in name order, as a look-up of its own would answer.
+ * The JobLookup (`queuesHolding`) of PostgreSQL and the MySQL family as a group commit: the look-ups
+ * that arrive while one is in flight go together next (a qless door asks on every put, so under load
+ * each put would otherwise pay a statement and a round trip of its own). On PostgreSQL the group is
+ * one statement; on MySQL and MariaDB one script of each id's own statement (the client's cost per
+ * statement sent is what a put paid there), or each id's statement apart on a connection without
+ * `multipleStatements`. Each caller gets the queues holding its own id, in name order, as a look-up
+ * of its own would answer.
  */
-export class PostgresQueueLookup {
+export class GroupedQueueLookup {
   private readonly send: (key: string, id: string) => Promise<string[]>;
 
   constructor(store: Store) {
-    this.send = groupCommit((_key, ids: string[]) => withRetry("queuesHolding", () => queuesHoldingEach(store, ids)), {
+    const lookUp = store.dialect === "postgres" ? queuesHoldingEach : scriptOfLookUps;
+    this.send = groupCommit((_key, ids: string[]) => withRetry("queuesHolding", () => lookUp(store, ids)), {
       take: (waiting) => Math.min(waiting.length, MAX_GROUP_IDS),
       // A value the server refuses (a NUL in an id) fails the group: each caller then asks alone.
       retryAlone: wroteNothing,
@@ -28,7 +33,7 @@ export class PostgresQueueLookup {
   }
 
   static fits(store: Store): boolean {
-    return store.dialect === "postgres";
+    return store.dialect === "postgres" || store.dialect === "mysql";
   }
 
   queuesHolding(id: string): Promise<string[]> {
@@ -36,8 +41,22 @@ export class PostgresQueueLookup {
   }
 }
 
+/** MySQL family: each distinct id's queuesHoldingStatement, all in one script when the connection allows. */
+async function scriptOfLookUps(store: Store, ids: string[]): Promise<string[][]> {
+  const distinct = [...new Set(ids)];
+  const reads: Statement[] = distinct.map((id) => {
+    const { byRowId, bindings } = queuesHoldingArgs(id);
+    return { sql: queuesHoldingStatement(store, byRowId), bindings };
+  });
+  const results =
+    (await sendScript(store, reads)) ??
+    (await Promise.all(reads.map(async (read) => rowsOf(store, await store.knex.raw(read.sql, read.bindings)))));
+  const holders = new Map(distinct.map((id, i) => [id, holdingQueues(store, results[i] as Array<{ name: string | null }>)]));
+  return ids.map((id) => holders.get(id) ?? []);
+}
+
 /**
- * One statement for every id: the queue-name scan (one seek per next name in the queue index, as
+ * PostgreSQL: one statement for every id: the queue-name scan (one seek per next name in the queue index, as
  * queues() reads it), then one seek in the (queue, job id) index per name and id (the `limit 1`
  * keeps the lateral from being flattened into a join, which PostgreSQL answered with a scan of the
  * whole table); the default queue's rows without a queue, by the same index; and, for numeric ids,
