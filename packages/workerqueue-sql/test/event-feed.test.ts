@@ -1,6 +1,7 @@
 import type { JobEventFeed, StoreEvent } from "@switchyard/core";
 import { afterAll, describe, expect, it } from "vitest";
 import { createWorkerQueueBackend } from "../src/index.js";
+import { dateMs } from "../src/row.js";
 import { DIALECTS, rawKnex, useDialectTable } from "./dialects.js";
 
 /**
@@ -162,6 +163,67 @@ for (const dialect of DIALECTS) {
 }
 
 /**
+ * A narrowed feed's looks follow the table's changes, not only the rows they tell: under a stream of
+ * enqueues that nobody needs, each look reads from the last few seconds, however long ago the last
+ * move it told (every look read from the watch's start before, 30 ms a look in the gateway's event
+ * loop after 150,000 enqueues on SQLite). The lower bound of each look is its query's own
+ * `updated_at` binding; a completion after the stream is still told, once.
+ */
+for (const dialect of DIALECTS) {
+  describe(`workerqueue-sql (${dialect}): a narrowed feed under a stream of writes it does not tell`, () => {
+    const { url, table, open, queue: nextQueue } = useDialectTable(dialect, "wq_feedfollow");
+    const counted = rawKnex(url);
+    /** Each look's lower bound on updated_at, in epoch ms, and when it was sent. */
+    const bounds: Array<{ at: number; from: number }> = [];
+    counted.on("query", (query: { sql: string; bindings: unknown[] }) => {
+      if (!/order by [`"]?updated_at/.test(query.sql)) return;
+      const dates = query.bindings.filter(
+        (value) => value instanceof Date || (typeof value === "string" && /^\d{4}-\d\d-\d\d/.test(value)),
+      );
+      bounds.push({ at: Date.now(), from: Math.min(...dates.map((value) => dateMs(value) ?? Number.NaN)) });
+    });
+    afterAll(() => counted.destroy());
+
+    it("reads only the last seconds' changes at each look, and still tells a later completion once", async () => {
+      await open(); // creates the table (and on PostgreSQL its trigger)
+      const wq = createWorkerQueueBackend({ knex: counted, table, releaseDelayedEveryMs: 0 });
+      await wq.ready();
+      const q = nextQueue("follow");
+      const events: StoreEvent[] = [];
+      const watch = (wq as unknown as JobEventFeed).watchEvents((event) => events.push(event), {});
+      try {
+        watch.tellOnly?.(new Set(["completed"]));
+        const started = Date.now();
+        while (Date.now() - started < 5_000) {
+          await wq.enqueueBulk(
+            q,
+            Array.from({ length: 20 }, (_, i) => ({ name: `unread ${i}` })),
+          );
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        // The looks of the stream's last half second reach back 4.5 s at most, not to its start 6.5 s
+        // back or more (the overlap is two seconds, dates may be whole seconds, `since` is what the
+        // previous look found, up to a poll of 500 ms before; a second more for a slow machine).
+        const late = bounds.filter((bound) => bound.at >= started + 4_500);
+        expect(late.length).toBeGreaterThan(0);
+        for (const bound of late) expect(bound.from).toBeGreaterThanOrEqual(bound.at - 4_500);
+
+        const [held] = await wq.reserve(q, { worker: "w" });
+        await wq.complete(q, held?.id as string, { worker: "w" });
+        const deadline = Date.now() + 5_000;
+        while (!events.some((event) => event.jobId === held?.id) && Date.now() < deadline)
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        expect(events.map((event) => [event.type, event.jobId])).toEqual([["completed", held?.id]]);
+      } finally {
+        await watch.close();
+        await wq.close();
+      }
+    });
+  });
+}
+
+/**
  * SQLite reads a narrowed look by change time: `status IN (...)` would send it through the status
  * index, sorting every row of those statuses (every pending job) at each page of each look, 5 to 9 ms
  * a page at 40,000 pending jobs (1.2 ms by the updated_at index). The plan is SQLite's own EXPLAIN
@@ -197,6 +259,46 @@ describe("workerqueue-sql (sqlite): the plan of a narrowed feed's look", () => {
         expect.stringContaining(`USING INDEX ${table}_updated_at_idx`),
       ]);
       expect(plan.filter((line) => line.includes("TEMP B-TREE"))).toEqual([]);
+    } finally {
+      await watch.close();
+      await wq.close();
+      await counted.destroy();
+    }
+  });
+});
+
+/**
+ * A look that goes on from a row (the next page, or the next look from the newest row read) asks for
+ * rows after that row's (updated_at, id). SQLite seeks to the row's time in the updated_at index; an
+ * OR of the two comparisons alone has no bound it can seek to, and SQLite walked the index from its
+ * first entry at every such page (21 ms a page at 180,000 rows, in the gateway's event loop).
+ */
+describe("workerqueue-sql (sqlite): the plan of a look going on from a row", () => {
+  const { url, table, open } = useDialectTable("sqlite", "wq_feedafter");
+
+  it("seeks to the row's change time in the updated_at index", async () => {
+    await open(); // creates the table
+    const counted = rawKnex(url);
+    const goingOn: Array<{ sql: string; bindings: unknown[] }> = [];
+    counted.on("query", (query: { sql: string; bindings: unknown[] }) => {
+      if (/order by [`"]?updated_at/.test(query.sql) && /[`"]?id[`"]? > \?/.test(query.sql)) goingOn.push(query);
+    });
+    const wq = createWorkerQueueBackend({ knex: counted, table, releaseDelayedEveryMs: 0 });
+    // More than a page of changes: the look's second page goes on from the first one's last row.
+    await wq.enqueueBulk(
+      "after",
+      Array.from({ length: 1_200 }, (_, i) => ({ name: `job ${i}` })),
+    );
+    const watch = (wq as unknown as JobEventFeed).watchEvents(() => {}, {});
+    try {
+      const deadline = Date.now() + 5_000;
+      while (goingOn.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      const [look] = goingOn;
+      if (!look) throw new Error("the feed read no page after a row");
+      const plan = ((await counted.raw(`explain query plan ${look.sql}`, look.bindings as never)) as Array<{ detail: string }>).map(
+        (line) => line.detail,
+      );
+      expect(plan).toEqual([`SEARCH ${table} USING INDEX ${table}_updated_at_idx (updated_at>?)`]);
     } finally {
       await watch.close();
       await wq.close();
