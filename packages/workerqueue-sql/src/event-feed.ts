@@ -102,8 +102,8 @@ function changedSince(store: Store, since: number, limit: number, after?: JobRow
   if (statuses && store.dialect === "sqlite") query.whereRaw(`+status in (${statuses.map(() => "?").join(", ")})`, statuses);
   else if (statuses) query.whereIn("status", statuses);
   // After a row: `updated_at >= its time` first, which the index seeks to. The OR alone, with no
-  // bound of its own, made SQLite walk the updated_at index from its first entry at every page (21 ms
-  // a page at 180,000 rows, in the event loop: the p99 of a gateway over SQLite).
+  // bound of its own, made SQLite walk the updated_at index from its first entry at every such page
+  // (21 ms against 0.84 a page at 180,000 rows, in the event loop).
   if (after)
     query
       .where("updated_at", ">=", after.updated_at as string)
