@@ -4,7 +4,7 @@ import { quoted, rowsOf } from "./bulk-insert.js";
 import { SY } from "./columns.js";
 import { withRetry, wroteNothing } from "./db-errors.js";
 import { holdingQueues, queueNamesTable, queuesHoldingArgs, queuesHoldingStatement } from "./lookup.js";
-import { type Statement, sendScript } from "./mysql-script.js";
+import { type Statement, readAll } from "./mysql-script.js";
 import type { Store } from "./options.js";
 import { rowIdOf } from "./where.js";
 
@@ -48,9 +48,7 @@ async function scriptOfLookUps(store: Store, ids: string[]): Promise<string[][]>
     const { byRowId, bindings } = queuesHoldingArgs(id);
     return { sql: queuesHoldingStatement(store, byRowId), bindings };
   });
-  const results =
-    (await sendScript(store, reads)) ??
-    (await Promise.all(reads.map(async (read) => rowsOf(store, await store.knex.raw(read.sql, read.bindings)))));
+  const results = await readAll(store, reads);
   const holders = new Map(distinct.map((id, i) => [id, holdingQueues(store, results[i] as Array<{ name: string | null }>)]));
   return ids.map((id) => holders.get(id) ?? []);
 }

@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { rowsOf } from "./bulk-insert.js";
 import type { Store } from "./options.js";
 
 /** One statement of a script and its bindings (values always go as bindings, escaped by the driver). */
@@ -54,6 +55,16 @@ export async function sendScript(store: Store, statements: Statement[], needs: S
   } finally {
     await knex.client.releaseConnection(connection);
   }
+}
+
+/**
+ * Reads: each statement's rows, all in one script (sendScript), or each statement apart (and at once)
+ * on a connection that cannot take a script.
+ */
+export async function readAll(store: Store, reads: Statement[]): Promise<unknown[][]> {
+  const results = await sendScript(store, reads);
+  if (results) return results as unknown[][];
+  return Promise.all(reads.map(async (read) => rowsOf(store, await store.knex.raw(read.sql, read.bindings))));
 }
 
 /**

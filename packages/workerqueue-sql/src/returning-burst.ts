@@ -1,9 +1,9 @@
 import { isConnectionError } from "@switchyard/core";
-import { insertReturning, rowsOf } from "./bulk-insert.js";
+import { insertReturning } from "./bulk-insert.js";
 import type { Condition } from "./claim.js";
 import type { JobRow } from "./columns.js";
 import type { BurstItem, BurstOutcome, BurstWriter } from "./enqueue-burst.js";
-import { sendScript } from "./mysql-script.js";
+import { readAll } from "./mysql-script.js";
 import type { Store } from "./options.js";
 
 /**
@@ -81,9 +81,7 @@ export class ReturningBurstWriter implements BurstWriter {
     const held = new Map<string, JobRow>();
     if (finds.size === 0) return held;
     const reads = [...finds.values()];
-    const results =
-      (await sendScript(this.store, reads)) ??
-      (await Promise.all(reads.map((find) => this.store.knex.raw(find.sql, find.bindings).then((result) => rowsOf(this.store, result)))));
+    const results = await readAll(this.store, reads);
     [...finds.keys()].forEach((key, i) => {
       const row = (results[i] as JobRow[])[0];
       if (row) held.set(key, row);
