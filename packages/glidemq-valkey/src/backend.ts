@@ -48,6 +48,7 @@ import { toJob, toNewJob } from "./mapping.js";
 import { importJobs } from "./migration.js";
 import { GlideProducer } from "./producer.js";
 import { isPaused, jobCounts, setPaused } from "./queue-admin.js";
+import { QueueDirectory } from "./queue-directory.js";
 import { type StalledRecoveryOptions, stalledRecovery } from "./recovery.js";
 import { glideRecurringJobs } from "./recurring.js";
 import { afterScheduledJob, fireDueSchedulers } from "./schedulers.js";
@@ -134,7 +135,8 @@ export function createGlideMqBackend(
     })();
     return readying;
   };
-  const lookup = glideJobLookup(ready, prefix, (queue) => queueKeys(queue, prefix));
+  const directory = new QueueDirectory(async () => queueNames(await ready(), prefix));
+  const lookup = glideJobLookup(ready, directory, (queue) => queueKeys(queue, prefix));
   const keysOf = (queue: string): QueueKeys => {
     lookup.use(queue);
     return queueKeys(queue, prefix);
@@ -167,6 +169,7 @@ export function createGlideMqBackend(
 
   const producerOf = (redis: RedisClient, queue: string) => {
     lookup.use(queue);
+    directory.wrote(queue);
     return new GlideProducer(redis, queue, {
       prefix,
       ...(options.compression ? { compression: options.compression } : {}),
@@ -210,7 +213,7 @@ export function createGlideMqBackend(
 
   return guardBackend("glidemq-valkey", {
     ...glideQueue(ready, keysOf, clock),
-    ...glideEventFeed(ready, prefix),
+    ...glideEventFeed(ready, prefix, directory),
     ...deadLetters(ready, keysOf, producing),
     ...glideFlows(ready, keysOf, producing),
     ...glideDags(ready, keysOf, producing),
@@ -388,7 +391,7 @@ export function createGlideMqBackend(
     },
 
     async queues() {
-      return queueNames(await ready(), prefix);
+      return [...(await directory.names())];
     },
 
     queuesHolding: lookup.queuesHolding,
@@ -411,6 +414,7 @@ export function createGlideMqBackend(
     },
 
     async import(queue, jobs: Job[]): Promise<ImportResult> {
+      directory.wrote(queue);
       return importJobs(await ready(), queue, keysOf(queue), jobs);
     },
   } satisfies Backend & GlideMqQueues & JobRemoval & JobLookup & RecurringJobs & { setProgress: NonNullable<Backend["setProgress"]> });

@@ -2,6 +2,7 @@ import { type JobEventFeed, type JobEventType, type StoreEvent, pause, watchInRo
 import type { Redis } from "ioredis";
 import { flatToRecord } from "./codec.js";
 import { queueKeys } from "./keys.js";
+import type { QueueDirectory } from "./queue-directory.js";
 import { type RedisClient, isCluster } from "./scripts.js";
 
 /**
@@ -28,9 +29,10 @@ const GLIDE_EVENT_TYPES: Record<string, JobEventType> = {
 };
 
 /**
- * How often new queues are looked for: a SCAN walks the whole keyspace, which is slow with millions of
- * job hashes, so it is rare; a queue someone waits on, watches or enqueues to through this gateway is
- * read at once (`include`). A queue found late is read from the previous look, so nothing is missed.
+ * How often new queues are looked for in the backend's QueueDirectory (whose walks of the keyspace
+ * are rarer still on a large one); a queue someone waits on, watches or enqueues to through this
+ * gateway is read at once (`include`). A queue found late is read from the watch's start, so
+ * nothing is missed.
  */
 const DISCOVERY_MS = 30_000;
 /** How long one blocking read waits (standalone), which is also how soon an included queue is read. */
@@ -50,22 +52,6 @@ type StreamReply = Array<[key: string, entries: Array<[id: string, fields: strin
 
 const timeOf = (entryId: string) => Number(entryId.slice(0, entryId.indexOf("-")));
 
-/** The queues that have an events stream, on every primary: SCAN with a MATCH that returns only those keys. */
-async function queuesWithEvents(client: RedisClient, prefix: string): Promise<string[]> {
-  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client as Redis];
-  const queues = new Set<string>();
-  const start = prefix.length + 2;
-  for (const node of nodes) {
-    let cursor = "0";
-    do {
-      const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:{*}:events`, "COUNT", 5_000);
-      cursor = next;
-      for (const key of keys) queues.add(key.slice(start, key.length - "}:events".length));
-    } while (cursor !== "0");
-  }
-  return [...queues];
-}
-
 function toEvent(queue: string, entryId: string, fields: string[]): StoreEvent | null {
   const entry = flatToRecord(fields);
   const type = GLIDE_EVENT_TYPES[entry.event ?? ""];
@@ -80,7 +66,7 @@ function toEvent(queue: string, entryId: string, fields: string[]): StoreEvent |
   };
 }
 
-export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string): JobEventFeed {
+export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string, directory: QueueDirectory): JobEventFeed {
   const eventsKey = (queue: string) => queueKeys(queue, prefix).events;
   const positionAt = (time: number) => `${Math.max(0, Math.floor(time) - 1)}-18446744073709551615`;
 
@@ -97,7 +83,7 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
 
     async eventsAfter(position, limit) {
       const redis = await ready();
-      const queues = await queuesWithEvents(redis, prefix);
+      const queues = await directory.names();
       const read = await Promise.all(
         queues.map(async (queue) => {
           const entries = (await redis.xrange(eventsKey(queue), `(${position}`, "+", "COUNT", limit)) as Array<[string, string[]]>;
@@ -130,13 +116,13 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
         after.set(queue, from);
         queueOfKey.set(eventsKey(queue), queue);
       };
-      const discover = async (redis: RedisClient) => {
+      const discover = async () => {
         const now = Date.now();
         if (now - discoveredAt < DISCOVERY_MS) return;
-        // A queue first seen now is read from the previous look, so its first events are not missed.
-        const from = discoveredAt === 0 ? start : positionAt(discoveredAt);
         discoveredAt = now;
-        for (const queue of await queuesWithEvents(redis, prefix)) follow(queue, from);
+        // A queue first named now was made after the walk before (which may be minutes old on a large
+        // keyspace), so it is read from the watch's start: none of its events since then is missed.
+        for (const queue of await directory.names()) follow(queue, start);
       };
       const deliver = (reply: StreamReply) => {
         for (const [key, entries] of reply ?? []) {
@@ -152,7 +138,7 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
       const watch = watchInRounds(
         async (signal) => {
           const redis = await ready();
-          await discover(redis);
+          await discover();
           if (after.size === 0) return await pause(CLUSTER_POLL_MS, signal);
           if (isCluster(redis)) {
             // Keys of different queues live in different slots: one non-blocking read per queue.

@@ -1,6 +1,6 @@
 import { type JobLookup, groupCommit, luaScript, runLuaScript } from "@switchyard/core";
 import type { QueueKeys } from "./keys.js";
-import { queueNames } from "./listing.js";
+import type { QueueDirectory } from "./queue-directory.js";
 import { type RedisClient, isCluster } from "./scripts.js";
 
 /**
@@ -29,46 +29,33 @@ for i = queues + 2, #ARGV do
 end
 return found`);
 
-/** How long the keyspace's queue names are taken as known before a lookup scans for them again. */
-const QUEUE_NAMES_TTL_MS = 10_000;
-
 /** Bounds one script call's KEYS (ids x queues) when look-ups go together. */
 const MAX_GROUP_KEYS = 10_000;
 
 /**
  * Which queues hold a job id (core's JobLookup), for qless's global jids through the doors: a put of a
  * jid another queue holds moves that job. glide-mq keeps ids per queue and no list of its queues, so
- * naming them all is a SCAN of the whole keyspace (queueNames): tens of milliseconds of Redis at
- * 100,000 keys, far too much for every put. A lookup looks in the queues this backend has used and in
- * those the keyspace held at its last scan, made at most every QUEUE_NAMES_TTL_MS: one EXISTS of the
- * job hash per queue, all in one script call (on a cluster, where the hashes live on several nodes,
- * one EXISTS each, sent together). A queue that another process made since that scan, and this one
- * has not used, is looked in after the next. Look-ups that arrive while one is in flight go together
+ * naming them all is a walk of the whole keyspace, far too much for every put. A lookup looks in the
+ * queues this backend has used and in those the backend's QueueDirectory names (its last walk, while
+ * that serves): one EXISTS of the job hash per queue, all in one script call (on a cluster, where the
+ * hashes live on several nodes, one EXISTS each, sent together). A queue that another process made
+ * since that walk, and this one has not used, is looked in after the next. Look-ups that arrive while one is in flight go together
  * in the next call (a qless door asks on every put: under load each put would otherwise pay a
  * script call and a round trip of its own), each answered with its own id's queues.
  */
-export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string, keysOf: (queue: string) => QueueKeys) {
+export function glideJobLookup(ready: () => Promise<RedisClient>, directory: QueueDirectory, keysOf: (queue: string) => QueueKeys) {
   const used = new Set<string>();
-  let scanned: { at: number; names: Promise<string[]> } | null = null;
   /** Queues looked in last time, which bounds how many ids the next call takes (MAX_GROUP_KEYS). */
   let lastQueueCount = 1;
 
   /**
-   * The queues to look in, in name order, with each one's job-key prefix: made again only when a scan
-   * or a queue this backend uses changes them, not for every call (with hundreds of queues, building
-   * every queue's keys and sorting the names took most of a call's CPU).
+   * The queues to look in, in name order, with each one's job-key prefix: made again only when the
+   * directory's names or the queues this backend uses change, not for every call (with hundreds of
+   * queues, building every queue's keys and sorting the names took most of a call's CPU).
    */
-  let known: { from: string[]; used: number; queues: string[]; jobPrefixes: string[] } | null = null;
-  const knownQueues = async (client: RedisClient) => {
-    if (scanned === null || Date.now() - scanned.at > QUEUE_NAMES_TTL_MS) {
-      const names = queueNames(client, prefix);
-      scanned = { at: Date.now(), names };
-      // A failed scan is not kept: the next lookup scans again.
-      names.catch(() => {
-        scanned = null;
-      });
-    }
-    const names = await scanned.names;
+  let known: { from: readonly string[]; used: number; queues: string[]; jobPrefixes: string[] } | null = null;
+  const knownQueues = async () => {
+    const names = await directory.names();
     if (known?.from !== names || known.used !== used.size) {
       const queues = [...new Set([...names, ...used])].sort();
       known = { from: names, used: used.size, queues, jobPrefixes: queues.map((queue) => keysOf(queue).job("")) };
@@ -79,7 +66,7 @@ export function glideJobLookup(ready: () => Promise<RedisClient>, prefix: string
   /** For each id, the queues (in name order) whose hash of that id exists. */
   const holdingEach = async (ids: string[]): Promise<string[][]> => {
     const client = await ready();
-    const { queues, jobPrefixes } = await knownQueues(client);
+    const { queues, jobPrefixes } = await knownQueues();
     lastQueueCount = queues.length;
     const held = isCluster(client)
       ? (await Promise.all(ids.flatMap((id) => jobPrefixes.map((jobPrefix) => client.exists(jobPrefix + id))))).flatMap((exists, i) =>
