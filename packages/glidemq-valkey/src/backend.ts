@@ -36,7 +36,7 @@ import { deadLetters, toDeadLetterQueue } from "./dead-letters.js";
 import { enqueueBatches } from "./enqueue-batches.js";
 import { glideEventFeed } from "./event-feed.js";
 import { glideDags } from "./flow-dag.js";
-import { indexBlocked } from "./flow-parents.js";
+import { FlowParentIndex } from "./flow-parents.js";
 import { glideFlows } from "./flow-tree.js";
 import type { AddOutcome } from "./glide-functions.js";
 import { glideQueue } from "./glide-queue.js";
@@ -137,6 +137,7 @@ export function createGlideMqBackend(
   };
   const directory = new QueueDirectory(async () => queueNames(await ready(), prefix));
   const lookup = glideJobLookup(ready, directory, (queue) => queueKeys(queue, prefix));
+  const flowParents = new FlowParentIndex(ready, prefix);
   const keysOf = (queue: string): QueueKeys => {
     lookup.use(queue);
     return queueKeys(queue, prefix);
@@ -372,7 +373,7 @@ export function createGlideMqBackend(
     async list(queue, listOptions: ListOptions): Promise<Page<Job>> {
       const redis = await ready();
       const keys = keysOf(queue);
-      if (listOptions.state === "blocked" && listOptions.cursor === undefined) await indexBlocked(redis, keys);
+      if (listOptions.state === "blocked" && listOptions.cursor === undefined) await flowParents.update(redis, queue, keys);
       return pageJobs(redis, queue, keys, listOptions.state, listOptions.limit ?? 100, listOptions.cursor);
     },
 
@@ -381,7 +382,7 @@ export function createGlideMqBackend(
       const keys = keysOf(queue);
       const [glide, blocked, prioritized] = await Promise.all([
         jobCounts(redis, keys),
-        indexBlocked(redis, keys),
+        flowParents.update(redis, queue, keys),
         runScript(redis, "count-prioritized", [keys.scheduled], []),
       ]);
       // glide-mq counts prioritized jobs (in `scheduled` at their band's score) as delayed; get() and

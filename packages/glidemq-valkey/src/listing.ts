@@ -125,7 +125,7 @@ const isScanPosition = (v: unknown): v is ScanPosition =>
 /** SCAN fewer keys than this per round trip and a queue in a large database takes too many of them. */
 const MIN_SCAN_COUNT = 200;
 
-const escapeGlob = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&");
+export const escapeGlob = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&");
 
 /** The node that holds a key: the client itself, or on a cluster the primary owning the key's slot. */
 async function nodeOfKey(client: RedisClient, key: string): Promise<Redis> {

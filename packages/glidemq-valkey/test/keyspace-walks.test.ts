@@ -3,16 +3,16 @@ import { hasJobLookup } from "@switchyard/core";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serviceUrl } from "../../../test/support/services.js";
-import { createGlideMqBackend, queueKeys } from "../src/index.js";
-import { queueNames } from "../src/listing.js";
+import { GlideProducer, createGlideMqBackend, queueKeys } from "../src/index.js";
 import { COST_SHARE, FRESH_MS } from "../src/keyspace-walk.js";
+import { queueNames } from "../src/listing.js";
 import { QueueDirectory } from "../src/queue-directory.js";
 import { removeQueues } from "./support/cleanup.js";
 
 /**
- * The queue names one backend's readers share (queue-directory.ts): glide-mq keeps no list of its
- * queues, so each name comes from a walk of the keyspace, probed here by counting the SCANs Redis
- * receives and the walks a directory makes on a clock the test moves.
+ * What one backend's readers find by walking the keyspace (keyspace-walk.ts): glide-mq keeps no list
+ * of its queues nor of its flow parents. Probed by counting the SCANs Redis receives (under a key
+ * prefix of the test's own) and the walks a directory makes on a clock the test moves.
  */
 const url = `${serviceUrl("redis")}/4`;
 let redis: Redis;
@@ -140,6 +140,33 @@ describe("glidemq-valkey: QueueDirectory", () => {
       await monitor.disconnect();
       await watch?.close();
       await Promise.all([backend.close(), elsewhere.close()]);
+      const keys = await redis.keys(`${prefix}:*`);
+      if (keys.length > 0) await redis.unlink(...keys);
+    }
+  });
+});
+
+describe("glidemq-valkey: flow parents", () => {
+  it("a queue's first count finds glide-mq's flow parents by its own walk; later counts of every queue share one", async () => {
+    const prefix = `parents${randomUUID().slice(0, 8)}`;
+    const backend = createGlideMqBackend({ url, prefix });
+    await backend.ready();
+    const queues = ["a", "b", "c"];
+    for (const name of queues) await new GlideProducer(redis, name, { prefix }).addFlow({ name: "p", children: [{ name: "c" }] });
+    const monitor = await redis.monitor();
+    const walks: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      const match = args.find((arg) => arg.startsWith(`${prefix}:`));
+      if (/^scan$/i.test(args[0] ?? "") && match && args[1] === "0") walks.push(match);
+    });
+    try {
+      for (const name of queues) expect(await backend.counts(name)).toMatchObject({ blocked: 1, waiting: 1 });
+      expect(walks).toEqual(queues.map((name) => `${prefix}:{${name}}:deps:*`));
+      for (let round = 0; round < 3; round++) for (const name of queues) expect((await backend.counts(name)).blocked).toBe(1);
+      expect(walks.slice(queues.length)).toEqual([`${prefix}:{*}:deps:*`]);
+    } finally {
+      await monitor.disconnect();
+      await backend.close();
       const keys = await redis.keys(`${prefix}:*`);
       if (keys.length > 0) await redis.unlink(...keys);
     }
