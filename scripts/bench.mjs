@@ -5,7 +5,8 @@
 // `npm run bench -- migrate` runs bench/migrate.ts instead (pairs as `sqlite>postgres`),
 // `npm run bench -- resp` bench/resp.ts, `npm run bench -- bounded` bench/bounded.ts,
 // `npm run bench -- pg-claims` bench/pg-claims.ts, `npm run bench -- many-queues`
-// bench/many-queues.ts, `npm run bench -- qless-core <checkout> [sqlite|postgres]`
+// bench/many-queues.ts, `npm run bench -- large-keyspace` bench/large-keyspace.ts,
+// `npm run bench -- qless-core <checkout> [sqlite|postgres]`
 // bench/qless-core-suite.ts (qless-core's own test suite through the RESP door).
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -19,6 +20,7 @@ const SCRIPTS = {
   bounded: "bench/bounded.ts",
   "pg-claims": "bench/pg-claims.ts",
   "many-queues": "bench/many-queues.ts",
+  "large-keyspace": "bench/large-keyspace.ts",
   "qless-core": "bench/qless-core-suite.ts",
 };
 const [script, args] = SCRIPTS[first] ? [SCRIPTS[first], rest] : ["bench/run.ts", process.argv.slice(2)];
