@@ -1,29 +1,20 @@
-import type { Redis } from "ioredis";
 import type { QueueKeys } from "./keys.js";
 import { KeyspaceWalk, type Walked } from "./keyspace-walk.js";
-import { escapeGlob, keysStartingWith } from "./listing.js";
-import { type RedisClient, isCluster, runScript } from "./scripts.js";
+import { escapeGlob, keysStartingWith, walkKeys } from "./listing.js";
+import { type RedisClient, runScript } from "./scripts.js";
 
-/** Each queue's flow parents: the ids of the jobs that have a `deps:<id>` set, from one walk of every primary. */
+/** Each queue's flow parents: the ids of the jobs that have a `deps:<id>` set, from one walk of the keyspace. */
 async function parentsByQueue(client: RedisClient, prefix: string): Promise<Map<string, string[]>> {
-  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client as Redis];
   const parents = new Map<string, string[]>();
   const queueStart = prefix.length + 2;
-  for (const node of nodes) {
-    let cursor = "0";
-    do {
-      const [next, keys] = await node.scan(cursor, "MATCH", `${escapeGlob(prefix)}:{*}:deps:*`, "COUNT", 1000);
-      cursor = next;
-      for (const key of keys) {
-        const end = key.indexOf("}:deps:", queueStart);
-        if (end < 0) continue;
-        const queue = key.slice(queueStart, end);
-        const ids = parents.get(queue) ?? [];
-        ids.push(key.slice(end + "}:deps:".length));
-        parents.set(queue, ids);
-      }
-    } while (cursor !== "0");
-  }
+  await walkKeys(client, `${escapeGlob(prefix)}:{*}:deps:*`, (key) => {
+    const end = key.indexOf("}:deps:", queueStart);
+    if (end < 0) return;
+    const queue = key.slice(queueStart, end);
+    const ids = parents.get(queue) ?? [];
+    ids.push(key.slice(end + "}:deps:".length));
+    parents.set(queue, ids);
+  });
   return parents;
 }
 
