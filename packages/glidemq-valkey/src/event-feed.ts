@@ -28,6 +28,9 @@ const GLIDE_EVENT_TYPES: Record<string, JobEventType> = {
   resumed: "resumed",
 };
 
+/** Every move the feed can tell. */
+const TOLD: ReadonlySet<JobEventType> = new Set(Object.values(GLIDE_EVENT_TYPES));
+
 /**
  * How often new queues are looked for in the backend's QueueDirectory (whose walks of the keyspace
  * are rarer still on a large one); a queue someone waits on, watches or enqueues to through this
@@ -110,6 +113,8 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
       const queueOfKey = new Map<string, string>();
       let discoveredAt = 0;
       let reader: Redis | undefined;
+      /** The moves asked for (null: every one); see tellOnly. */
+      let tells: ReadonlySet<JobEventType> | null = null;
 
       const follow = (queue: string, from: string) => {
         if (after.has(queue)) return;
@@ -129,8 +134,12 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
           const queue = queueOfKey.get(key) as string;
           for (const [id, fields] of entries) {
             after.set(queue, id);
+            // glide-mq and this adapter write the event's name first: a move nobody asked for (every
+            // enqueue writes one) is dropped before its fields are read.
+            const named = fields[0] === "event" ? GLIDE_EVENT_TYPES[fields[1] ?? ""] : undefined;
+            if (tells !== null && named !== undefined && !tells.has(named)) continue;
             const event = toEvent(queue, id, fields);
-            if (event) onEvent(event);
+            if (event && (tells === null || tells.has(event.type))) onEvent(event);
           }
         }
       };
@@ -175,6 +184,14 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
       return {
         include(queue) {
           follow(queue, positionAt(Date.now() - BLOCK_MS));
+        },
+        // The streams are read whole either way (a stream has no filter by field); what is not asked
+        // for is neither parsed nor told, nor awaited by the gateway as the echo of its own moves.
+        tellOnly(types) {
+          // A delayed add is an `added` entry too, told as enqueued: asked for delayed, it tells those.
+          const asked = types === null ? null : new Set<JobEventType>(types.has("delayed") ? [...types, "enqueued"] : types);
+          tells = asked === null ? null : new Set([...asked].filter((type) => TOLD.has(type)));
+          return tells;
         },
         close: async () => {
           // A blocked read ends with its connection; the round then sees the watch closed.

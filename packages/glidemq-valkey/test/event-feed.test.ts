@@ -63,3 +63,46 @@ describe("glidemq-valkey: job event feed", () => {
     }
   });
 });
+
+describe("glidemq-valkey: job event feed told only some moves", () => {
+  it("tells only the moves asked for, and every move again once asked for all", async () => {
+    if (!hasEventFeed(backend)) throw new Error("glidemq-valkey has an event feed");
+    const q = queue("narrowed");
+    const told: StoreEvent[] = [];
+    const watch = backend.watchEvents((event) => told.push(event));
+    const toldOf = (type: string) => told.filter((event) => event.queue === q && event.type === type).map((event) => event.jobId);
+    const until = async (done: () => boolean) => {
+      const deadline = Date.now() + 5_000;
+      while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    try {
+      expect(watch.tellOnly?.(new Set(["completed", "failed"]))).toEqual(new Set(["completed", "failed"]));
+      watch.include?.(q);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const { job } = await backend.enqueue(q, { name: "first" });
+      const [reserved] = await backend.reserve(q, { worker: "w" });
+      await backend.complete(q, reserved?.id ?? "", { worker: "w" });
+      await until(() => toldOf("completed").length > 0);
+      expect(toldOf("completed")).toEqual([job.id]);
+      // The `added` entry of the enqueue was in the stream read, before the completion's: not told.
+      expect(told.filter((event) => event.queue === q && event.type !== "completed")).toEqual([]);
+      expect(await redis.xlen(`glide:{${q}}:events`)).toBeGreaterThanOrEqual(2);
+      expect(watch.tellOnly?.(null)).toBeNull();
+      const { job: second } = await backend.enqueue(q, { name: "second" });
+      await until(() => toldOf("enqueued").length > 0);
+      expect(toldOf("enqueued")).toEqual([second.id]);
+    } finally {
+      await watch.close();
+    }
+  });
+
+  it("asked for delayed moves, tells enqueued ones too: a delayed add is an `added` entry", () => {
+    if (!hasEventFeed(backend)) throw new Error("glidemq-valkey has an event feed");
+    const watch = backend.watchEvents(() => undefined);
+    try {
+      expect(watch.tellOnly?.(new Set(["delayed"]))).toEqual(new Set(["delayed", "enqueued"]));
+    } finally {
+      void watch.close();
+    }
+  });
+});
