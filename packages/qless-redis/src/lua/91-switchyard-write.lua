@@ -191,12 +191,24 @@ end
 
 -- Completes with the job's own data (qless would replace data with what complete is given);
 -- the core result goes to its own field. Answers the completed job's document.
+-- Whether completing a job at `now` may prune it at once (prune_completed keeps the newest
+-- jobs-history-count completions of the last jobs-history seconds): only with either at 0, or with
+-- that many completions dated at or after now (another client's clock ahead). Then its document
+-- must be read before; otherwise that read (seven commands and the history's decoding) is spared:
+-- complete-and-pop 285 -> 278 µs of Redis's time a call, one worker in sequence (2026-11-29).
+local function may_prune_at_once(now)
+  local max_count = tonumber(config_get('jobs-history-count') or 50000)
+  local max_age = tonumber(config_get('jobs-history') or 7 * 24 * 60 * 60)
+  -- From a second before now: a number goes to Redis as 14 digits, which may round now up past a tie.
+  return max_age <= 0 or max_count <= 0 or redis.call('zcount', 'ql:completed', now - 1, '+inf') >= max_count
+end
+
 local function sy_complete(now, queue, jid, worker, result)
   must_be_in_queue('Complete', jid, queue)
   local data = redis.call('hget', job_key(jid), 'data')
-  local before = sy_document(jid)
+  local before = may_prune_at_once(now) and sy_document(jid)
   Q.complete(now, jid, acting_worker(jid, worker), queue, data)
-  if not job_exists(jid) then
+  if before and not job_exists(jid) then
     -- Pruned at once (jobs-history-count 0 or jobs-history 0): answer with what it became.
     before.job.state, before.job.worker, before.job.queue = 'complete', '', ''
     before.time = string.format('%.20f', now)
