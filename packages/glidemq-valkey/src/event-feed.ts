@@ -189,8 +189,8 @@ export function glideEventFeed(ready: () => Promise<RedisClient>, prefix: string
         // for is neither parsed nor told, nor awaited by the gateway as the echo of its own moves.
         tellOnly(types) {
           // A delayed add is an `added` entry too, told as enqueued: asked for delayed, it tells those.
-          const asked = types === null ? null : new Set<JobEventType>(types.has("delayed") ? [...types, "enqueued"] : types);
-          tells = asked === null ? null : new Set([...asked].filter((type) => TOLD.has(type)));
+          const asked = types === null ? null : [...types, ...(types.has("delayed") ? (["enqueued"] as const) : [])];
+          tells = asked === null ? null : new Set(asked.filter((type) => TOLD.has(type)));
           return tells;
         },
         close: async () => {
