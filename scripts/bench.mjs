@@ -6,6 +6,7 @@
 // `npm run bench -- resp` bench/resp.ts, `npm run bench -- bounded` bench/bounded.ts,
 // `npm run bench -- pg-claims` bench/pg-claims.ts, `npm run bench -- many-queues`
 // bench/many-queues.ts, `npm run bench -- large-keyspace` bench/large-keyspace.ts,
+// `npm run bench -- large-queue [postgres|mysql|sqlite|cloudq]` bench/large-queue.ts,
 // `npm run bench -- qless-core <checkout> [sqlite|postgres]`
 // bench/qless-core-suite.ts (qless-core's own test suite through the RESP door).
 import { spawn } from "node:child_process";
@@ -21,6 +22,7 @@ const SCRIPTS = {
   "pg-claims": "bench/pg-claims.ts",
   "many-queues": "bench/many-queues.ts",
   "large-keyspace": "bench/large-keyspace.ts",
+  "large-queue": "bench/large-queue.ts",
   "qless-core": "bench/qless-core-suite.ts",
 };
 const [script, args] = SCRIPTS[first] ? [SCRIPTS[first], rest] : ["bench/run.ts", process.argv.slice(2)];

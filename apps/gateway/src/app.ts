@@ -18,6 +18,7 @@ import { type GatewayEnv, installErrorHandling } from "./errors.js";
 import { JobEvents, observedBackend } from "./events.js";
 import { GatewayMetrics } from "./metrics.js";
 import { MigrationRuns } from "./migrate/runs.js";
+import { QueueCounts } from "./queue-counts.js";
 import { mountReference } from "./reference.js";
 import { type Logger, createLogger, requestLog } from "./request-log.js";
 import { QueueRouter } from "./router.js";
@@ -89,7 +90,8 @@ const healthRoute = createRoute({
 const metricsRoute = createRoute({
   method: "get",
   path: "/metrics",
-  summary: "Prometheus metrics: requests, jobs, backend calls, and jobs by state per queue (counted on scrape, reused for 5 s)",
+  summary:
+    "Prometheus metrics: requests, jobs, backend calls, and jobs by state per queue (counted on scrape, reused for 5 s, a large queue's longer)",
   security: securityOf("metrics"),
   responses: {
     200: { description: "Prometheus text format", content: { "text/plain": { schema: z.string() } } },
@@ -133,9 +135,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const wakeups = new Wakeups(config.longPollIntervalMs);
   wakeups.follow(events);
   const opened = await openBackends(config, adapters);
+  const queueCounts = new QueueCounts();
   const metrics: GatewayMetrics = new GatewayMetrics(
     () => backends.values(),
     () => migrations.list(),
+    queueCounts,
   );
   // Each call: its deadline, then timed and counted, then announced to the event subscribers.
   const backends: Map<string, NamedBackend> = new Map(
@@ -181,7 +185,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   const qlessSettings = new QlessSettings();
   const context = { router, backends, wakeups, events, config, env, adapters, migrations, qlessSettings };
-  mountDashboard(app, context);
+  mountDashboard(app, context, queueCounts);
   for (const door of DOORS) door.mount(app, context);
 
   const udp = config.doors.workerqueue.udp;

@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { NamedBackend } from "./backends.js";
 import type { GatewayEnv } from "./errors.js";
 import type { MigrationRun, QueueProgress } from "./migrate/runs.js";
+import { COST_SHARE, LARGE_QUEUE_JOBS, QueueCounts } from "./queue-counts.js";
 import { doorOf } from "./request-log.js";
 
 /** How long the per-queue job counts of one scrape are reused: a scraper never loads the stores. */
@@ -58,17 +59,21 @@ export class GatewayMetrics {
   readonly #labelsByRoute = new Map<string, RequestLabels>();
   #counted: { at: number; rows: Array<{ backend: string; queue: string; state: string; count: number }> } | undefined;
 
-  constructor(backends: () => Iterable<NamedBackend>, runs: () => MigrationRun[] = () => []) {
+  constructor(
+    backends: () => Iterable<NamedBackend>,
+    runs: () => MigrationRun[] = () => [],
+    private readonly queueCounts = new QueueCounts(),
+  ) {
     collectDefaultMetrics({ register: this.registry, prefix: "switchyard_" });
     const metrics = this;
     new Gauge({
       name: "switchyard_queue_jobs",
-      help: `Jobs in each state of every queue, counted on scrape (reused for ${COUNTS_TTL_MS / 1000} s).`,
+      help: `Jobs in each state of every queue, counted on scrape (reused for ${COUNTS_TTL_MS / 1000} s; a queue of ${LARGE_QUEUE_JOBS} jobs or more until its count is older than ${COST_SHARE} times what it took).`,
       labelNames: ["backend", "queue", "state"] as const,
       registers: [this.registry],
       async collect() {
         this.reset();
-        for (const row of await metrics.#queueCounts(backends))
+        for (const row of await metrics.#countRows(backends))
           this.set({ backend: row.backend, queue: row.queue, state: row.state }, row.count);
       },
     });
@@ -112,15 +117,15 @@ export class GatewayMetrics {
     });
   }
 
-  async #queueCounts(backends: () => Iterable<NamedBackend>) {
+  async #countRows(backends: () => Iterable<NamedBackend>) {
     if (this.#counted && Date.now() - this.#counted.at < COUNTS_TTL_MS) return this.#counted.rows;
     const rows = [];
-    for (const { name, backend } of backends()) {
+    for (const named of backends()) {
       // A store that is down leaves its queues out of this scrape; its errors are counted below.
-      const queues = await backend.queues().catch(() => [] as string[]);
+      const queues = await named.backend.queues().catch(() => [] as string[]);
       for (const queue of queues) {
-        const counts = await backend.counts(queue).catch(() => undefined);
-        if (counts) for (const state of JOB_STATES) rows.push({ backend: name, queue, state, count: counts[state] });
+        const counts = await this.queueCounts.read(named, queue).catch(() => undefined);
+        if (counts) for (const state of JOB_STATES) rows.push({ backend: named.name, queue, state, count: counts[state] });
       }
     }
     this.#counted = { at: Date.now(), rows };

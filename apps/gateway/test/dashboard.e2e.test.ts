@@ -289,4 +289,33 @@ describe("the dashboard in headless Chromium", () => {
     await shoot(page, "migrations");
     await context.close();
   }, 60_000);
+
+  it("asks a store slow to count one read at a time while events keep coming, and shows the count it answers", async () => {
+    const queue = "slow-counts";
+    expect((await api("POST", `/v1/queues/${queue}/jobs`, { name: "first" })).status).toBe(201);
+    const { context, page } = await signIn(TOKENS.OPS);
+    await textBecomes(cell(page, queue, "waiting"), "1");
+    await textBecomes(page.getByTestId("live-status"), "live");
+    // Each read of the queue's counts takes 1.5 s, as a count of a million SQL rows can.
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let reads = 0;
+    await page.route(`**/v1/queues/${queue}/overview`, async (route) => {
+      reads++;
+      mostInFlight = Math.max(mostInFlight, ++inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await route.fulfill({ response: await route.fetch() });
+      inFlight--;
+    });
+    // An event every 400 ms: each asks for the queue's counts 300 ms later.
+    for (let n = 0; n < 6; n++) {
+      expect((await api("POST", `/v1/queues/${queue}/jobs`, { name: "more" })).status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+    }
+    await textBecomes(cell(page, queue, "waiting"), "7", 10_000);
+    expect(mostInFlight).toBe(1);
+    expect(reads).toBeGreaterThanOrEqual(2);
+    expect(reads).toBeLessThanOrEqual(4); // one per event (6) before
+    await context.close();
+  }, 60_000);
 });

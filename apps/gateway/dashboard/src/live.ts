@@ -101,16 +101,33 @@ export function useJobEvents(matches: (event: JobEvent) => boolean, onEvent: (ev
 /**
  * A loader run at once, again after events (at most once per `settleMs`, so a burst of events
  * makes one request), and every `everyMs` besides: the stream only carries what went through this
- * gateway process, and workers elsewhere move jobs too.
+ * gateway process, and workers elsewhere move jobs too. A loader that answers a promise is not run
+ * again until it settles (then once more if it was due meanwhile): a store slow to answer, such as
+ * a SQL store counting a queue of a million jobs, is not asked again and again over its own reads.
  */
-export function useRefresh(load: () => void, deps: unknown[], { settleMs = 400, everyMs = 15_000 } = {}) {
+export function useRefresh(load: () => unknown, deps: unknown[], { settleMs = 400, everyMs = 15_000 } = {}) {
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
   const loadRef = useRef(load);
   loadRef.current = load;
+  const runs = useRef({ running: false, due: false });
+  const run = () => {
+    if (runs.current.running) {
+      runs.current.due = true;
+      return;
+    }
+    runs.current.running = true;
+    const settled = () => {
+      runs.current.running = false;
+      if (!runs.current.due) return;
+      runs.current.due = false;
+      run();
+    };
+    Promise.resolve(loadRef.current()).then(settled, settled);
+  };
   // biome-ignore lint/correctness/useExhaustiveDependencies: the caller names what the loader depends on.
   useEffect(() => {
-    loadRef.current();
-    const poll = setInterval(() => loadRef.current(), everyMs);
+    run();
+    const poll = setInterval(run, everyMs);
     return () => {
       clearInterval(poll);
       if (timer.current) clearTimeout(timer.current);
@@ -121,7 +138,7 @@ export function useRefresh(load: () => void, deps: unknown[], { settleMs = 400, 
     if (timer.current) return;
     timer.current = setTimeout(() => {
       timer.current = null;
-      loadRef.current();
+      run();
     }, settleMs);
   };
 }

@@ -8,6 +8,7 @@ import { supportedActions } from "../doors/native-actions.js";
 import * as S from "../doors/native-schemas.js";
 import type { GatewayEnv } from "../errors.js";
 import { errorFormat } from "../http.js";
+import { COST_SHARE, LARGE_QUEUE_JOBS, type QueueCounts } from "../queue-counts.js";
 import type { QueueRouter } from "../router.js";
 import { THROUGHPUT_MINUTES, type Throughput } from "./throughput.js";
 
@@ -38,7 +39,9 @@ const QueueSummary = z
     backend: z.string(),
     type: z.string().describe("The backend's adapter type (workerqueue-sql, qless-redis...)."),
     paused: z.boolean().nullable(),
-    counts: Counts,
+    counts: Counts.describe(
+      `Jobs by state; a queue of ${LARGE_QUEUE_JOBS.toLocaleString("en")} jobs or more is counted again once its last count is older than ${COST_SHARE} times what that count took (GET /v1/queues/{queue}/counts counts at once).`,
+    ),
     error: z.string().optional().describe("Why the counts could not be read; they are zeros then."),
   })
   .openapi("QueueSummary");
@@ -72,10 +75,10 @@ const ThroughputResponse = z
   })
   .openapi("ThroughputResponse");
 
-async function summarize(named: NamedBackend, queue: string): Promise<z.infer<typeof QueueSummary>> {
+async function summarize(queueCounts: QueueCounts, named: NamedBackend, queue: string): Promise<z.infer<typeof QueueSummary>> {
   const base = { name: queue, backend: named.name, type: named.spec.type };
   try {
-    const [counts, paused] = await Promise.all([named.backend.counts(queue), pausedOf(named.backend, queue)]);
+    const [counts, paused] = await Promise.all([queueCounts.read(named, queue), pausedOf(named.backend, queue)]);
     return { ...base, counts, paused };
   } catch (error) {
     return { ...base, counts: emptyCounts(), paused: null, error: (error as Error).message };
@@ -90,9 +93,13 @@ export interface DashboardApiContext {
   backends: Map<string, NamedBackend>;
   config: Config;
   throughput: Throughput;
+  queueCounts: QueueCounts;
 }
 
-export function mountDashboardApi(app: OpenAPIHono<GatewayEnv>, { router, backends, config, throughput }: DashboardApiContext): void {
+export function mountDashboardApi(
+  app: OpenAPIHono<GatewayEnv>,
+  { router, backends, config, throughput, queueCounts }: DashboardApiContext,
+): void {
   const door = declaredDoor();
   door.use("*", errorFormat("native"));
 
@@ -137,7 +144,7 @@ export function mountDashboardApi(app: OpenAPIHono<GatewayEnv>, { router, backen
           try {
             // Only the queues the routes send to this backend, as GET /v1/queues lists them.
             const names = (await named.backend.queues()).filter((queue) => safeResolve(router, queue) === named && allowsQueue(c, queue));
-            return { entry, queues: await Promise.all(names.map((queue) => summarize(named, queue))) };
+            return { entry, queues: await Promise.all(names.map((queue) => summarize(queueCounts, named, queue))) };
           } catch (error) {
             return { entry: { ...entry, error: (error as Error).message }, queues: [] };
           }
@@ -159,7 +166,7 @@ export function mountDashboardApi(app: OpenAPIHono<GatewayEnv>, { router, backen
     async (c) => {
       const { queue } = c.req.valid("param");
       const named = router.resolve(queue);
-      return c.json({ ...(await summarize(named, queue)), actions: supportedActions(named.backend) }, 200);
+      return c.json({ ...(await summarize(queueCounts, named, queue)), actions: supportedActions(named.backend) }, 200);
     },
   );
 

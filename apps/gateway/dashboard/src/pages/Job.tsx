@@ -15,21 +15,25 @@ export function Job({ queue, id }: { queue: string; id: string }) {
   const [failure, setFailure] = useState<string | null>(null);
   const [missing, setMissing] = useState(false);
 
-  const refresh = useRefresh(() => {
-    api<{ job: JobData }>(jobPath(queue, id))
-      .then((answer) => {
-        setJob(answer.job);
-        setFailure(null);
-        setMissing(false);
-      })
-      .catch((error: Error) => {
-        if (error instanceof ApiError && error.status === 404) setMissing(true);
-        else setFailure(error.message);
-      });
-    api<{ actions: Actions }>(`${q(queue)}/overview`)
-      .then((answer) => setActions(answer.actions))
-      .catch(() => setActions(null));
-  }, [queue, id]);
+  const refresh = useRefresh(
+    () =>
+      Promise.all([
+        api<{ job: JobData }>(jobPath(queue, id))
+          .then((answer) => {
+            setJob(answer.job);
+            setFailure(null);
+            setMissing(false);
+          })
+          .catch((error: Error) => {
+            if (error instanceof ApiError && error.status === 404) setMissing(true);
+            else setFailure(error.message);
+          }),
+        api<{ actions: Actions }>(`${q(queue)}/overview`)
+          .then((answer) => setActions(answer.actions))
+          .catch(() => setActions(null)),
+      ]),
+    [queue, id],
+  );
   useJobEvents((event) => event.queue === queue && event.jobId === id, refresh);
 
   return (

@@ -16,14 +16,16 @@ export function Overview() {
   const search = useRef<HTMLInputElement>(null);
   useSearchKey(search);
 
-  const refreshAll = useRefresh(() => {
-    api<OverviewData>("/overview")
-      .then((answer) => {
-        setData(answer);
-        setFailure(null);
-      })
-      .catch((error: Error) => setFailure(error.message));
-  }, []);
+  const refreshAll = useRefresh(
+    () =>
+      api<OverviewData>("/overview")
+        .then((answer) => {
+          setData(answer);
+          setFailure(null);
+        })
+        .catch((error: Error) => setFailure(error.message)),
+    [],
+  );
 
   // Queues an event touched since the last refresh: only they are read again.
   const touched = useRef(new Set<string>());
@@ -31,17 +33,19 @@ export function Overview() {
     () => {
       const queues = [...touched.current];
       touched.current.clear();
-      for (const queue of queues) {
-        api<QueueSummary>(`${q(queue)}/overview`)
-          .then((summary) =>
-            setData(
-              (current) =>
-                current && { ...current, queues: current.queues.map((row) => (row.name === queue ? { ...row, ...summary } : row)) },
-            ),
-          )
-          // The next full refresh tells what went wrong; a row keeps its last counts meanwhile.
-          .catch(() => undefined);
-      }
+      return Promise.all(
+        queues.map((queue) =>
+          api<QueueSummary>(`${q(queue)}/overview`)
+            .then((summary) =>
+              setData(
+                (current) =>
+                  current && { ...current, queues: current.queues.map((row) => (row.name === queue ? { ...row, ...summary } : row)) },
+              ),
+            )
+            // The next full refresh tells what went wrong; a row keeps its last counts meanwhile.
+            .catch(() => undefined),
+        ),
+      );
     },
     [],
     { settleMs: 300, everyMs: 3_600_000 },

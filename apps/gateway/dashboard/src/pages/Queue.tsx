@@ -26,17 +26,18 @@ export function Queue({ queue, query }: { queue: string; query: URLSearchParams 
   const [busy, setBusy] = useState(false);
   const [listVersion, setListVersion] = useState(0);
 
-  const refreshInfo = useRefresh(() => {
-    api<QueueInfo>(`${q(queue)}/overview`)
-      .then(setInfo)
-      .catch((error: Error) => setMessage({ text: error.message, error: true }));
-  }, [queue]);
+  const refreshInfo = useRefresh(
+    () =>
+      api<QueueInfo>(`${q(queue)}/overview`)
+        .then(setInfo)
+        .catch((error: Error) => setMessage({ text: error.message, error: true })),
+    [queue],
+  );
   const refreshChart = useRefresh(
-    () => {
+    () =>
       api<{ minutes: Minute[] }>(`${q(queue)}/throughput`)
         .then((answer) => setMinutes(answer.minutes))
-        .catch(() => setMinutes(null));
-    },
+        .catch(() => setMinutes(null)),
     [queue],
     { settleMs: 2_000, everyMs: 30_000 },
   );
