@@ -8,7 +8,9 @@
  */
 import { readFileSync, readdirSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
+import { basename } from "node:path";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
+import { type ServiceName, serviceUrl } from "../test/support/services.js";
 import { processCpuMicros, startGateway } from "./harness.js";
 
 const STORE = (process.argv[2] ?? "postgres") as StoreName;
@@ -18,11 +20,15 @@ const OVERVIEW_EVERY_MS = 15_000;
 const TOUCHED_EVERY_MS = 300;
 const QUEUE = "large";
 const PAGE = 1_000;
-/** The processes of each store's server (found by the port in their command line), then their names. */
-const SERVERS: Partial<Record<StoreName, string[]>> = {
-  postgres: ["postgres"],
-  mysql: ["mariadbd"],
-  cloudq: ["ferretdb", "postgres"],
+/** Each store's server processes: the program's name and the service whose port its command line names. */
+const SERVERS: Partial<Record<StoreName, Array<[program: string, service: ServiceName]>>> = {
+  postgres: [["postgres", "postgres"]],
+  mysql: [["mariadbd", "mysql"]],
+  // FerretDB keeps its documents in PostgreSQL.
+  cloudq: [
+    ["ferretdb", "mongo"],
+    ["postgres", "postgres"],
+  ],
 };
 
 if (!["postgres", "mysql", "sqlite", "cloudq"].includes(STORE)) throw new Error(`large-queue: no store ${STORE}`);
@@ -46,7 +52,7 @@ for (let from = 0; from < JOBS; from += PAGE * 4) {
 const fillSeconds = (performance.now() - filling) / 1000;
 await backend.close();
 
-const serverPids = (SERVERS[STORE] ?? []).flatMap((name) => pidsOf(name, portOf(STORE)));
+const serverPids = (SERVERS[STORE] ?? []).flatMap(([program, service]) => pidsOf(program, new URL(serviceUrl(service)).port));
 const storeCpuMicros = () => serverPids.reduce((sum, pid) => sum + treeCpuMicros(pid), 0);
 const gateway = await startGateway(store.spec);
 
@@ -99,15 +105,10 @@ console.log(
 );
 process.exit(0);
 
-/** The port of the store's server, from its URL. */
-function portOf(name: StoreName): string {
-  return new URL(store.spec.url.replace(/^mongodb:/, "http:").replace(/^(postgres|mysql):/, "http:")).port || name;
-}
-
-/** The processes named `name` whose command line carries the port: the server's main process. */
+/** The main process of a server: the program `name` (a path, or a name with a version after it) given the port. */
 function pidsOf(name: string, port: string): number[] {
   return processes()
-    .filter(({ cmdline }) => cmdline.includes(name) && cmdline.includes(port) && !cmdline.startsWith("runuser"))
+    .filter(({ cmdline }) => basename(cmdline.split(" ")[0] ?? "").startsWith(name) && cmdline.includes(port))
     .map(({ pid }) => pid);
 }
 
