@@ -5,13 +5,14 @@
  * gateway-process.ts: that one waits with vitest's helpers.)
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Job } from "@switchyard/core";
 import type { Redis } from "ioredis";
 import { CLI_FROM_SOURCE } from "../apps/gateway/test/helpers.js";
+import { serviceUrl } from "../test/support/services.js";
 
 /** A server in a process of its own, as the gateway runs in production; resolves once it listens. */
 export async function startProcess(args: string[]): Promise<{ url: string; pid: number; stop: () => void }> {
@@ -79,8 +80,63 @@ export async function redisCpuMicros(redis: Redis): Promise<number> {
   return (seconds("used_cpu_user") + seconds("used_cpu_sys")) * 1e6;
 }
 
+/** A process's /proc/<pid>/stat fields after its name, the first (index 0) being its state. */
+function statFields(pid: number): string[] {
+  return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+}
+
 /** CPU time (user + system) a process of this machine has used, in µs (/proc, 100 Hz ticks). */
 export function processCpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  const fields = statFields(pid);
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
+
+/** The processes of this machine, with their parent and command line. */
+function processes(): Array<{ pid: number; ppid: number; cmdline: string }> {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .flatMap((entry) => {
+      try {
+        const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ");
+        return [{ pid: Number(entry), ppid: Number(statFields(Number(entry))[1]), cmdline }];
+      } catch {
+        return []; // gone meanwhile
+      }
+    });
+}
+
+/** The main processes of a server: the program `name` (a path, or a name with a version after it) given `port`. */
+export function serverPids(name: string, port: string): number[] {
+  return processes()
+    .filter(({ cmdline }) => basename(cmdline.split(" ")[0] ?? "").startsWith(name) && cmdline.includes(port))
+    .map(({ pid }) => pid);
+}
+
+/**
+ * CPU time of a server and its children, in µs: PostgreSQL works in a process per connection, and
+ * the main process's own figures include its children that have ended (cutime, cstime).
+ */
+export function treeCpuMicros(root: number): number {
+  const rootFields = statFields(root);
+  let sum = (Number(rootFields[13]) + Number(rootFields[14])) * 10_000 + processCpuMicros(root);
+  for (const child of processes().filter((process) => process.ppid === root)) {
+    try {
+      sum += processCpuMicros(child.pid);
+    } catch {
+      // ended between the listing and the read: its time is in the root's figures by now
+    }
+  }
+  return sum;
+}
+
+/** The time a GET of `path` took to answer in full, in ms; an answer that is not 2xx throws. */
+export async function timedGet(server: { url: string }, path: string): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(new URL(path, server.url));
+  await response.text();
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return performance.now() - started;
+}
+
+/** The benches' own Redis database, which each flushes before and after. */
+export const benchRedisUrl = () => `${serviceUrl("redis").replace(/\/\d*$/, "")}/14`;

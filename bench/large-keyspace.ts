@@ -8,14 +8,12 @@
  */
 import { cpus, loadavg } from "node:os";
 import { Redis } from "ioredis";
-import { serviceUrl } from "../test/support/services.js";
-import { processCpuMicros, redisCpuMicros, startGateway } from "./harness.js";
+import { benchRedisUrl, processCpuMicros, redisCpuMicros, startGateway, timedGet } from "./harness.js";
 
 const JOBS = Number(process.env.BENCH_KEYSPACE_JOBS ?? 1_000_000);
 const SECONDS = Number(process.env.BENCH_KEYSPACE_SECONDS ?? 60);
 const READ_EVERY_MS = 15_000;
-/** The bench's own Redis database, flushed before and after. */
-const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/14`;
+const redisUrl = benchRedisUrl();
 
 const admin = new Redis(redisUrl);
 await admin.flushdb();
@@ -26,13 +24,7 @@ await admin.xadd("glide:{archive}:events", "*", "event", "added", "jobId", "1");
 
 const gateway = await startGateway({ type: "glidemq-valkey", url: redisUrl });
 const scans = async () => Number(/cmdstat_scan:calls=(\d+)/.exec(await admin.info("commandstats"))?.[1] ?? 0);
-async function timed(path: string): Promise<number> {
-  const started = performance.now();
-  const response = await fetch(new URL(path, gateway.url));
-  await response.text();
-  if (!response.ok) throw new Error(`${path}: ${response.status}`);
-  return Math.round(performance.now() - started);
-}
+const timed = async (path: string) => Math.round(await timedGet(gateway, path));
 
 const [redis0, scans0, gateway0, started] = [await redisCpuMicros(admin), await scans(), processCpuMicros(gateway.pid), Date.now()];
 const reads: Array<{ at: number; metricsMs: number; overviewMs: number }> = [];

@@ -7,12 +7,10 @@
  * rows (FerretDB reads its documents), so what it costs is the store's CPU in that time and how long
  * each request took. Never part of `npm test`.
  */
-import { readFileSync, readdirSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
-import { basename } from "node:path";
 import { type StoreName, openStore } from "../test/matrix-backends.js";
 import { type ServiceName, serviceUrl } from "../test/support/services.js";
-import { processCpuMicros, startGateway } from "./harness.js";
+import { processCpuMicros, serverPids, startGateway, timedGet, treeCpuMicros } from "./harness.js";
 
 const STORE = (process.argv[2] ?? "postgres") as StoreName;
 const JOBS = Number(process.env.BENCH_LARGE_JOBS ?? 1_000_000);
@@ -53,17 +51,9 @@ for (let from = 0; from < JOBS; from += PAGE * 4) {
 const fillSeconds = (performance.now() - filling) / 1000;
 await backend.close();
 
-const serverPids = (SERVERS[STORE] ?? []).flatMap(([program, service]) => pidsOf(program, new URL(serviceUrl(service)).port));
-const storeCpuMicros = () => serverPids.reduce((sum, pid) => sum + treeCpuMicros(pid), 0);
+const pids = (SERVERS[STORE] ?? []).flatMap(([program, service]) => serverPids(program, new URL(serviceUrl(service)).port));
+const storeCpuMicros = () => pids.reduce((sum, pid) => sum + treeCpuMicros(pid), 0);
 const gateway = await startGateway(store.spec);
-
-async function timed(path: string): Promise<number> {
-  const started = performance.now();
-  const response = await fetch(new URL(path, gateway.url));
-  await response.text();
-  if (!response.ok) throw new Error(`${path}: ${response.status}`);
-  return performance.now() - started;
-}
 
 const [store0, gateway0, started] = [storeCpuMicros(), processCpuMicros(gateway.pid), Date.now()];
 const overviews: number[] = [];
@@ -71,13 +61,13 @@ const summaries: number[] = [];
 const reads: Promise<void>[] = [];
 // The dashboard does not wait for one read to end before the next: neither does this.
 const touched = setInterval(
-  () => reads.push(timed(`/v1/queues/${QUEUE}/overview`).then((ms) => void summaries.push(ms))),
+  () => reads.push(timedGet(gateway, `/v1/queues/${QUEUE}/overview`).then((ms) => void summaries.push(ms))),
   TOUCHED_EVERY_MS,
 );
 for (let at = 0; at < SECONDS * 1000; at += OVERVIEW_EVERY_MS) {
   const wait = started + at - Date.now();
   if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-  overviews.push(await timed("/metrics"), await timed("/v1/overview"));
+  overviews.push(await timedGet(gateway, "/metrics"), await timedGet(gateway, "/v1/overview"));
 }
 const wait = started + SECONDS * 1000 - Date.now();
 if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
@@ -105,47 +95,3 @@ console.log(
   `the queue's summary (every ${TOUCHED_EVERY_MS} ms): ${summaries.length} answered, median ${ms(median(summaries))}, slowest ${ms(Math.max(...summaries))}`,
 );
 process.exit(0);
-
-/** The main process of a server: the program `name` (a path, or a name with a version after it) given the port. */
-function pidsOf(name: string, port: string): number[] {
-  return processes()
-    .filter(({ cmdline }) => basename(cmdline.split(" ")[0] ?? "").startsWith(name) && cmdline.includes(port))
-    .map(({ pid }) => pid);
-}
-
-function processes(): Array<{ pid: number; ppid: number; cmdline: string }> {
-  return readdirSync("/proc")
-    .filter((entry) => /^\d+$/.test(entry))
-    .flatMap((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-        return [
-          { pid: Number(entry), ppid: Number(stat[1]), cmdline: readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ") },
-        ];
-      } catch {
-        return []; // gone meanwhile
-      }
-    });
-}
-
-/**
- * CPU time of a server and its children, in µs: PostgreSQL works in a process per connection, and
- * the main process's own figures include its children that have ended (cutime, cstime).
- */
-function treeCpuMicros(root: number): number {
-  const ticks = (pid: number, withEnded: boolean) => {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-    const own = Number(fields[11]) + Number(fields[12]);
-    return withEnded ? own + Number(fields[13]) + Number(fields[14]) : own;
-  };
-  const children = processes().filter((process) => process.ppid === root);
-  let sum = ticks(root, true);
-  for (const child of children) {
-    try {
-      sum += ticks(child.pid, false);
-    } catch {
-      // ended between the listing and the read: its time is in the root's figures by now
-    }
-  }
-  return sum * 10_000;
-}

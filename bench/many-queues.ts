@@ -9,15 +9,13 @@
  */
 import { cpus, loadavg } from "node:os";
 import { Redis } from "ioredis";
-import { serviceUrl } from "../test/support/services.js";
-import { http, processCpuMicros, redisCpuMicros, startGateway } from "./harness.js";
+import { http, benchRedisUrl, processCpuMicros, redisCpuMicros, startGateway } from "./harness.js";
 
 const OTHER_QUEUES = Number(process.env.BENCH_OTHER_QUEUES ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 4_000);
 const IN_FLIGHT = 50;
-/** The bench's own Redis database, flushed before and after. */
-const redisUrl = `${serviceUrl("redis").replace(/\/\d*$/, "")}/14`;
+const redisUrl = benchRedisUrl();
 
 const admin = new Redis(redisUrl);
 await admin.flushdb();

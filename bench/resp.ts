@@ -10,12 +10,12 @@ import { join } from "node:path";
 import { type RunningServer, startServer } from "@switchyard/gateway";
 import { qlessScript } from "@switchyard/qless-redis";
 import { Redis } from "ioredis";
-import { serviceUrl } from "../test/support/services.js";
+import { benchRedisUrl } from "./harness.js";
 
 const JOBS = Number(process.env.BENCH_RESP_JOBS ?? 2_000);
 const ROUNDS = 3;
 const CONCURRENCY = [1, 10];
-const REDIS_URL = `${serviceUrl("redis").replace(/\/\d*$/, "")}/14`;
+const REDIS_URL = benchRedisUrl();
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 

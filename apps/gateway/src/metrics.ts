@@ -4,7 +4,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { NamedBackend } from "./backends.js";
 import type { GatewayEnv } from "./errors.js";
 import type { MigrationRun, QueueProgress } from "./migrate/runs.js";
-import { COST_SHARE, LARGE_QUEUE_JOBS, QueueCounts } from "./queue-counts.js";
+import { COST_SHARE, LARGE_QUEUE_JOBS, type QueueCounts } from "./queue-counts.js";
 import { doorOf } from "./request-log.js";
 
 /** How long the per-queue job counts of one scrape are reused: a scraper never loads the stores. */
@@ -61,8 +61,8 @@ export class GatewayMetrics {
 
   constructor(
     backends: () => Iterable<NamedBackend>,
-    runs: () => MigrationRun[] = () => [],
-    private readonly queueCounts = new QueueCounts(),
+    runs: () => MigrationRun[],
+    private readonly queueCounts: QueueCounts,
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "switchyard_" });
     const metrics = this;

@@ -6,7 +6,8 @@ import { KeyspaceWalk, type Walked } from "./keyspace-walk.js";
  * no list of its queues, so they come from a KeyspaceWalk. Each reader used to walk on its own
  * schedule (/metrics and the dashboard's overview every 15 s each, the look-ups every 10 s, the feed
  * every 30 s): with counts() finding flow parents (flow-parents.ts), a gateway on a Redis of a million
- * job hashes spent 14 s of Redis's CPU a minute on walks (`npm run bench -- large-keyspace`). A queue this backend writes jobs to is named at once (`wrote`), as a fresh walk would name it.
+ * job hashes spent 14 s of Redis's CPU a minute on walks (`npm run bench -- large-keyspace`). A queue
+ * this backend writes jobs to is named at once (`wrote`), as a fresh walk would name it.
  */
 export class QueueDirectory {
   readonly #walk: KeyspaceWalk<ReadonlySet<string>>;

@@ -189,8 +189,6 @@ API['switchyard.progress'] = function(now, queue, jid, worker, progress)
   return cjson.encode(sy_document(jid))
 end
 
--- Completes with the job's own data (qless would replace data with what complete is given);
--- the core result goes to its own field. Answers the completed job's document.
 -- Whether completing a job at `now` may prune it at once (prune_completed keeps the newest
 -- jobs-history-count completions of the last jobs-history seconds): only with either at 0, or with
 -- that many completions dated at or after now (another client's clock ahead). Then its document
@@ -203,6 +201,8 @@ local function may_prune_at_once(now)
   return max_age <= 0 or max_count <= 0 or redis.call('zcount', 'ql:completed', now - 1, '+inf') >= max_count
 end
 
+-- Completes with the job's own data (qless would replace data with what complete is given);
+-- the core result goes to its own field. Answers the completed job's document.
 local function sy_complete(now, queue, jid, worker, result)
   must_be_in_queue('Complete', jid, queue)
   local data = redis.call('hget', job_key(jid), 'data')
